@@ -1,0 +1,33 @@
+# Every target installs what it needs first, so a newcomer types only `make demo` or `make test`.
+VENV := .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: install demo test check lint format lock bench docs clean
+
+$(VENV)/.installed: requirements/lock.txt pyproject.toml scripts/install.sh
+	scripts/install.sh
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/python scripts/demo.py
+
+check: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: check
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+# Re-resolve the pinned environment after changing dependencies in pyproject.toml.
+lock:
+	uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements/lock.txt
+
+clean:
+	rm -rf $(VENV) .venv-uv .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,27 @@
+"""Fast, restartable bulk loading from Amazon S3 into PostgreSQL and MySQL for Apache Airflow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Describe this package to Airflow's provider manager (entry point ``apache_airflow_provider``)."""
+    return {
+        "package-name": "airflow-bulkload",
+        "name": "Bulk Load",
+        "description": "Bulk loading of flat files from Amazon S3 into RDS/Aurora PostgreSQL and MySQL.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Bulk Load",
+                "external-doc-url": "https://github.com/airflow-bulkload/airflow-bulkload",
+                "tags": ["software"],
+            }
+        ],
+        "operators": [],
+        "hooks": [],
+        "triggers": [],
+    }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Creates .venv from the committed lock (requirements/lock.txt) with uv, installing uv and the
+# system libraries mysqlclient builds against when they are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+UV_VERSION=0.13.8
+
+if ! command -v mysql_config >/dev/null 2>&1 || ! command -v pkg-config >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "install: adding Debian packages default-libmysqlclient-dev, pkg-config (mysqlclient builds against them)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq default-libmysqlclient-dev pkg-config build-essential >/dev/null
+    else
+        echo "install: mysqlclient needs the MySQL client headers: install default-libmysqlclient-dev and pkg-config" >&2
+        exit 1
+    fi
+fi
+
+UV=$(command -v uv || true)
+if [ -z "$UV" ] || [ "$("$UV" --version | awk '{print $2}')" != "$UV_VERSION" ]; then
+    python3 -m venv .venv-uv
+    .venv-uv/bin/python -m pip install -q "uv==$UV_VERSION"
+    UV=.venv-uv/bin/uv
+fi
+
+[ -x .venv/bin/python ] || "$UV" venv -q --python 3.11 .venv
+"$UV" pip sync -q --python .venv/bin/python requirements/lock.txt
+"$UV" pip install -q --python .venv/bin/python --no-deps -e .
+touch .venv/.installed
+echo "install: .venv ready ($(.venv/bin/python -c 'import airflow; print("Airflow", airflow.__version__)'))"

@@ -1,0 +1,131 @@
+"""Shared fixtures. See tests/harness.py for what each one talks to."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tests.harness import configure_process_environment
+
+AIRFLOW_HOME = configure_process_environment()
+
+import pytest  # noqa: E402
+
+from tests.harness import (  # noqa: E402
+    MotoServer,
+    ServerSettings,
+    TestDatabase,
+    check_server,
+    free_port,
+    fresh_database,
+    unavailable,
+    unique_name,
+)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> ServerSettings:
+    return check_server("postgres")
+
+
+@pytest.fixture(scope="session")
+def mysql_server() -> ServerSettings:
+    return check_server("mysql")
+
+
+@pytest.fixture
+def pg_db(pg_server: ServerSettings) -> Iterator[TestDatabase]:
+    """A fresh PostgreSQL database; ``pg_db.conn_id`` is an Airflow connection id for it."""
+    with fresh_database("postgres", pg_server) as db:
+        yield db
+
+
+@pytest.fixture
+def mysql_db(mysql_server: ServerSettings) -> Iterator[TestDatabase]:
+    """A fresh MariaDB database; ``mysql_db.conn_id`` is an Airflow connection id for it."""
+    with fresh_database("mysql", mysql_server) as db:
+        yield db
+
+
+@pytest.fixture(params=["postgres", "mysql"])
+def any_db(request: pytest.FixtureRequest) -> Iterator[TestDatabase]:
+    """Runs the test once per engine."""
+    server = check_server(request.param)
+    with fresh_database(request.param, server) as db:
+        yield db
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[MotoServer]:
+    """A moto server on a free 127.0.0.1 port; ``aws_default`` points at it for the session."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    try:
+        server.start()
+    except Exception as exc:
+        unavailable(f"moto server could not start: {exc}")
+    moto = MotoServer(endpoint_url=f"http://127.0.0.1:{port}")
+    os.environ["AIRFLOW_CONN_AWS_DEFAULT"] = moto.airflow_conn()
+    os.environ["BULKLOAD_TEST_S3_ENDPOINT"] = moto.endpoint_url
+    try:
+        yield moto
+    finally:
+        os.environ.pop("AIRFLOW_CONN_AWS_DEFAULT", None)
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(moto_server: MotoServer) -> str:
+    """A fresh, empty bucket on the moto server."""
+    name = unique_name("bl-test").replace("_", "-")
+    moto_server.client("s3").create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def aws_in_process() -> Iterator[Any]:
+    """moto in-process (mock_aws) for AWS calls made by this process only (RDS, unit-level S3)."""
+    from moto import mock_aws
+
+    saved = os.environ.pop("AIRFLOW_CONN_AWS_DEFAULT", None)
+    os.environ["AIRFLOW_CONN_AWS_DEFAULT"] = (
+        '{"conn_type": "aws", "extra": {"region_name": "us-east-1"}}'
+    )
+    try:
+        with mock_aws() as mock:
+            yield mock
+    finally:
+        if saved is None:
+            os.environ.pop("AIRFLOW_CONN_AWS_DEFAULT", None)
+        else:
+            os.environ["AIRFLOW_CONN_AWS_DEFAULT"] = saved
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """Airflow's SQLite metadata database, migrated once per session (dag.test() needs it)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        capture_output=True,
+        text=True,
+        env=os.environ.copy(),
+        check=False,
+    )
+    if result.returncode != 0:
+        pytest.fail(f"airflow db migrate failed:\n{result.stdout}\n{result.stderr}")
+    return AIRFLOW_HOME
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark tests by folder so `-m unit` / `-m integration` / `-m e2e` select them."""
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        for marker in ("unit", "integration", "e2e"):
+            if marker in parts:
+                item.add_marker(getattr(pytest.mark, marker))

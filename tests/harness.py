@@ -1,0 +1,256 @@
+"""Real-server test harness: PostgreSQL, MariaDB, a moto S3/RDS server and a throwaway Airflow home.
+
+Imported by ``tests/conftest.py`` before anything imports Airflow, so the environment it sets
+(AIRFLOW_HOME, dags folder, fake AWS credentials) is what Airflow reads at import time.
+Connection settings can be pointed elsewhere with the ``BULKLOAD_TEST_*`` variables.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def configure_process_environment() -> Path:
+    """Point Airflow at a throwaway home and AWS SDKs at fake credentials. Idempotent."""
+    home = os.environ.get("BULKLOAD_TEST_AIRFLOW_HOME")
+    if not home:
+        home = tempfile.mkdtemp(prefix="bulkload-airflow-home-")
+        os.environ["BULKLOAD_TEST_AIRFLOW_HOME"] = home
+    os.environ["AIRFLOW_HOME"] = home
+    defaults = {
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        "AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES_REGEXP": r"airflow_bulkload\..*",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SECURITY_TOKEN": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "MOTO_ALLOW_NONEXISTENT_REGION": "true",
+    }
+    for key, value in defaults.items():
+        os.environ[key] = value if key.startswith("AWS_") else os.environ.get(key, value)
+    return Path(home)
+
+
+def unavailable(reason: str) -> None:
+    """Skip locally, but fail in CI: there a missing server is a broken build, not an excuse."""
+    import pytest
+
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: integration servers must be up)", pytrace=False)
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def unique_name(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str
+    port: int
+    user: str
+    password: str
+    admin_database: str
+
+    @classmethod
+    def postgres(cls) -> ServerSettings:
+        env = os.environ.get
+        return cls(
+            host=env("BULKLOAD_TEST_PG_HOST", "127.0.0.1"),
+            port=int(env("BULKLOAD_TEST_PG_PORT", "5432")),
+            user=env("BULKLOAD_TEST_PG_USER", "postgres"),
+            password=env("BULKLOAD_TEST_PG_PASSWORD", ""),
+            admin_database=env("BULKLOAD_TEST_PG_DATABASE", "postgres"),
+        )
+
+    @classmethod
+    def mysql(cls) -> ServerSettings:
+        env = os.environ.get
+        return cls(
+            host=env("BULKLOAD_TEST_MYSQL_HOST", "127.0.0.1"),
+            port=int(env("BULKLOAD_TEST_MYSQL_PORT", "3306")),
+            user=env("BULKLOAD_TEST_MYSQL_USER", "root"),
+            password=env("BULKLOAD_TEST_MYSQL_PASSWORD", ""),
+            admin_database=env("BULKLOAD_TEST_MYSQL_DATABASE", "test"),
+        )
+
+
+@dataclass
+class TestDatabase:
+    """A fresh database on a real server, with an Airflow connection id that points at it."""
+
+    __test__ = False  # a fixture value, not a test class
+
+    engine: str  # "postgres" | "mysql"
+    server: ServerSettings
+    name: str
+    conn_id: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def airflow_conn(self) -> str:
+        return json.dumps(
+            {
+                "conn_type": self.engine,
+                "host": self.server.host,
+                "port": self.server.port,
+                "login": self.server.user,
+                "password": self.server.password,
+                "schema": self.name,
+                "extra": self.extra,
+            }
+        )
+
+    def connect(self, **kwargs: Any) -> Any:
+        """A direct driver connection (psycopg 3 or MySQLdb), autocommit on."""
+        if self.engine == "postgres":
+            import psycopg
+
+            return psycopg.connect(
+                host=self.server.host,
+                port=self.server.port,
+                user=self.server.user,
+                password=self.server.password or None,
+                dbname=self.name,
+                autocommit=True,
+                **kwargs,
+            )
+        import MySQLdb
+
+        conn = MySQLdb.connect(
+            host=self.server.host,
+            port=self.server.port,
+            user=self.server.user,
+            password=self.server.password,
+            database=self.name,
+            charset="utf8mb4",
+            **kwargs,
+        )
+        conn.autocommit(True)
+        return conn
+
+    def query(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+        """Run one statement on a short-lived connection and return its rows (tests only)."""
+        with closing(self.connect()) as conn:
+            cur = conn.cursor()
+            cur.execute(sql, params)
+            rows = cur.fetchall() if cur.description else []
+            cur.close()
+            return [tuple(r) for r in rows]
+
+
+def _pg_admin(server: ServerSettings) -> Any:
+    import psycopg
+
+    return psycopg.connect(
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password or None,
+        dbname=server.admin_database,
+        autocommit=True,
+        connect_timeout=5,
+    )
+
+
+def _mysql_admin(server: ServerSettings) -> Any:
+    import MySQLdb
+
+    conn = MySQLdb.connect(
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password,
+        database=server.admin_database,
+        connect_timeout=5,
+    )
+    conn.autocommit(True)
+    return conn
+
+
+def check_server(engine: str) -> ServerSettings:
+    server = ServerSettings.postgres() if engine == "postgres" else ServerSettings.mysql()
+    admin = _pg_admin if engine == "postgres" else _mysql_admin
+    try:
+        with closing(admin(server)):
+            pass
+    except Exception as exc:  # any driver error means the same thing here: no server
+        unavailable(f"{engine} server at {server.host}:{server.port} is not reachable: {exc}")
+    return server
+
+
+@contextmanager
+def fresh_database(engine: str, server: ServerSettings) -> Iterator[TestDatabase]:
+    """Create a uniquely named database and drop it afterwards, whatever the test did."""
+    name = unique_name("bl_test")
+    conn_id = unique_name("bl_conn")
+    if engine == "postgres":
+        with closing(_pg_admin(server)) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        db = TestDatabase("postgres", server, name, conn_id)
+    else:
+        with closing(_mysql_admin(server)) as admin:
+            admin.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+        db = TestDatabase("mysql", server, name, conn_id, extra={"charset": "utf8mb4"})
+    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = db.airflow_conn
+    try:
+        yield db
+    finally:
+        os.environ.pop(f"AIRFLOW_CONN_{conn_id.upper()}", None)
+        if engine == "postgres":
+            with closing(_pg_admin(server)) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        else:
+            with closing(_mysql_admin(server)) as admin:
+                admin.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@dataclass
+class MotoServer:
+    """moto in server mode on 127.0.0.1: reachable by other processes (database servers, airflow CLI)."""
+
+    endpoint_url: str
+    region: str = "us-east-1"
+
+    def client(self, service: str) -> Any:
+        import boto3
+
+        return boto3.client(service, endpoint_url=self.endpoint_url, region_name=self.region)
+
+    def airflow_conn(self) -> str:
+        return json.dumps(
+            {
+                "conn_type": "aws",
+                "login": "testing",
+                "password": "testing",
+                "extra": {"endpoint_url": self.endpoint_url, "region_name": self.region},
+            }
+        )
+
+    def reset(self) -> None:
+        import requests
+
+        requests.post(f"{self.endpoint_url}/moto-api/reset", timeout=10)

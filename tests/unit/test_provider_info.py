@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from importlib.metadata import entry_points, version
+
+import airflow_bulkload
+
+
+def test_provider_info_names_the_distribution() -> None:
+    info = airflow_bulkload.get_provider_info()
+    assert info["package-name"] == "airflow-bulkload"
+    assert info["versions"][0] == airflow_bulkload.__version__ == version("airflow-bulkload")
+
+
+def test_provider_entry_point_is_registered() -> None:
+    names = {ep.value for ep in entry_points(group="apache_airflow_provider")}
+    assert "airflow_bulkload.__init__:get_provider_info" in names
+
+
+def test_every_listed_class_imports() -> None:
+    from importlib import import_module
+
+    info = airflow_bulkload.get_provider_info()
+    paths = [c["hook-class-name"] for c in info.get("connection-types", [])]
+    for section in ("operators", "hooks", "triggers"):
+        for entry in info[section]:
+            paths.extend(entry.get("python-modules", []))
+    for path in paths:
+        import_module(path)
