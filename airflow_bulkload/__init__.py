@@ -21,7 +21,21 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["software"],
             }
         ],
-        "operators": [],
-        "hooks": [],
+        "operators": [
+            {
+                "integration-name": "Bulk Load",
+                "python-modules": [
+                    "airflow_bulkload.operators.load_chunk",
+                ],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Bulk Load",
+                "python-modules": [
+                    "airflow_bulkload.hooks.bulk_load",
+                ],
+            }
+        ],
         "triggers": [],
     }

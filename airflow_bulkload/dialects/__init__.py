@@ -1,0 +1,22 @@
+"""One module per engine holds all of that engine's SQL text."""
+
+from __future__ import annotations
+
+from airflow_bulkload.dialects.base import Dialect, TableInfo, TableRef
+
+
+def dialect_for(conn_type: str) -> Dialect:
+    """The dialect for an Airflow connection type (``postgres``/``mysql`` and their aliases)."""
+    kind = conn_type.lower()
+    if kind in ("postgres", "postgresql", "aurora-postgresql"):
+        from airflow_bulkload.dialects.postgres import PostgresDialect
+
+        return PostgresDialect()
+    if kind in ("mysql", "mariadb", "aurora-mysql"):
+        from airflow_bulkload.dialects.mysql import MySqlDialect
+
+        return MySqlDialect()
+    raise ValueError(f"no bulk-load dialect for connection type {conn_type!r} (postgres or mysql)")
+
+
+__all__ = ["Dialect", "TableInfo", "TableRef", "dialect_for"]

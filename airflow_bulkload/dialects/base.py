@@ -1,0 +1,252 @@
+"""The engine-neutral side of the dialects: table references, catalog models, and the interface
+every engine implements. No SQL text lives here; each engine's SQL lives in its own module.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow_bulkload.exceptions import InvalidIdentifierError
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
+
+if TYPE_CHECKING:
+    from airflow_bulkload.s3io import ChunkStream
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A table name split into its parts, unquoted. ``schema`` is the MySQL database on MySQL."""
+
+    name: str
+    schema: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> TableRef:
+        """Parse ``table``, ``schema.table`` or ``"quoted.part"."table"`` (double quotes or backticks).
+
+        Parsing only splits; the dialect validates and quotes each part.
+        """
+        parts = list(_split_qualified_name(text))
+        if len(parts) == 1:
+            return cls(name=parts[0])
+        if len(parts) == 2:
+            return cls(schema=parts[0], name=parts[1])
+        raise InvalidIdentifierError(
+            f"table name {text!r} must be 'table' or 'schema.table' (quote parts that hold a dot)"
+        )
+
+    def __str__(self) -> str:
+        return f"{self.schema}.{self.name}" if self.schema else self.name
+
+
+def _split_qualified_name(text: str) -> Iterator[str]:
+    if not isinstance(text, str) or not text:
+        raise InvalidIdentifierError(f"table name must be a non-empty string, got {text!r}")
+    i, n = 0, len(text)
+    while i < n:
+        if text[i] in '"`':
+            quote = text[i]
+            i += 1
+            part = []
+            while True:
+                if i >= n:
+                    raise InvalidIdentifierError(f"unterminated quoted identifier in {text!r}")
+                if text[i] == quote:
+                    if i + 1 < n and text[i + 1] == quote:
+                        part.append(quote)
+                        i += 2
+                        continue
+                    i += 1
+                    break
+                part.append(text[i])
+                i += 1
+            yield "".join(part)
+            if i < n:
+                if text[i] != ".":
+                    raise InvalidIdentifierError(f"expected '.' after quoted part in {text!r}")
+                i += 1
+                if i == n:
+                    raise InvalidIdentifierError(f"table name ends with '.': {text!r}")
+        else:
+            end = text.find(".", i)
+            if end == -1:
+                end = n
+            part_text = text[i:end]
+            if not part_text:
+                raise InvalidIdentifierError(f"empty part in table name {text!r}")
+            yield part_text
+            i = end + 1
+            if end < n and i == n:
+                raise InvalidIdentifierError(f"table name ends with '.': {text!r}")
+
+
+def check_identifier(name: str, *, max_length: int, what: str = "identifier") -> str:
+    """Refuse names no engine quotes safely; quoting itself is the dialect's job."""
+    if not isinstance(name, str) or not name:
+        raise InvalidIdentifierError(f"{what} must be a non-empty string, got {name!r}")
+    if "\0" in name:
+        raise InvalidIdentifierError(f"{what} {name!r} contains a NUL byte")
+    if len(name.encode("utf-8")) > max_length:
+        raise InvalidIdentifierError(f"{what} {name!r} is longer than {max_length} bytes")
+    return name
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    name: str
+    data_type: str
+    nullable: bool = True
+    default: str | None = None
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    """A secondary or primary index, with the DDL that recreates it exactly."""
+
+    name: str
+    definition: str
+    columns: list[str] = field(default_factory=list)
+    is_unique: bool = False
+    is_primary: bool = False
+    constraint_name: str | None = None  # set when the index backs a PK/UNIQUE constraint
+
+
+@dataclass(frozen=True)
+class ConstraintInfo:
+    """A table constraint: ``kind`` is ``p`` primary, ``u`` unique, ``f`` foreign key, ``c`` check."""
+
+    name: str
+    kind: str
+    definition: str
+    table: TableRef | None = None  # the table the constraint is declared on (FKs into us differ)
+    columns: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """What introspection knows about a table; pre-flight advice and table preparation use it."""
+
+    table: TableRef
+    columns: list[ColumnInfo]
+    primary_key: list[str]
+    indexes: list[IndexInfo]
+    constraints: list[ConstraintInfo]
+    referencing_foreign_keys: list[ConstraintInfo]
+    triggers: list[str]
+    reloptions: dict[str, str]
+    estimated_rows: int
+    size_bytes: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def secondary_indexes(self) -> list[IndexInfo]:
+        return [ix for ix in self.indexes if not ix.is_primary]
+
+    @property
+    def foreign_keys(self) -> list[ConstraintInfo]:
+        return [c for c in self.constraints if c.kind == "f"]
+
+    def column_types(self) -> dict[str, str]:
+        return {c.name: c.data_type for c in self.columns}
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """A chunk that was committed into a table."""
+
+    table: str
+    chunk_key: str
+    checksum: str
+    rows: int
+    bytes: int
+    load_id: str
+
+
+class Dialect(abc.ABC):
+    """One engine's SQL. Methods take a DB-API connection from :class:`BulkLoadHook`.
+
+    Every method that changes data runs inside the caller's transaction (see :meth:`transaction`)
+    unless its docstring says it commits.
+    """
+
+    name: ClassVar[str]
+    #: the longest identifier the engine accepts, in bytes
+    max_identifier_length: ClassVar[int]
+    #: the load methods this engine offers besides ``client``
+    server_side_methods: ClassVar[tuple[str, ...]] = ()
+
+    # -- names --------------------------------------------------------------------------------
+    def table_ref(self, table: str | TableRef) -> TableRef:
+        """Parse and validate a table name (each part checked, nothing quoted yet)."""
+        ref = table if isinstance(table, TableRef) else TableRef.parse(table)
+        check_identifier(ref.name, max_length=self.max_identifier_length, what="table name")
+        if ref.schema is not None:
+            check_identifier(ref.schema, max_length=self.max_identifier_length, what="schema name")
+        return ref
+
+    @abc.abstractmethod
+    def qualified_name(self, conn: Any, table: TableRef) -> TableRef:
+        """The table with its schema filled in (current schema/database when not given)."""
+
+    # -- transactions and state ---------------------------------------------------------------
+    @abc.abstractmethod
+    def transaction(self, conn: Any) -> AbstractContextManager[None]:
+        """Run the block in one transaction: commit on success, roll back on any exception."""
+
+    @abc.abstractmethod
+    def ensure_state_schema(self, conn: Any) -> None:
+        """Create the durable state tables if missing; idempotent, safe when run concurrently.
+
+        Commits its own work.
+        """
+
+    # -- chunk ledger ---------------------------------------------------------------------------
+    @abc.abstractmethod
+    def claim_chunk(self, conn: Any, table: TableRef, chunk: ChunkSpec) -> LedgerEntry | None:
+        """Serialise loaders of this (table, chunk key) until the transaction ends, then return
+        the ledger entry if the chunk is already committed (any checksum), else ``None``."""
+
+    @abc.abstractmethod
+    def record_chunk(self, conn: Any, entry: LedgerEntry) -> None:
+        """Insert the ledger row, in the loading transaction."""
+
+    # -- loading ----------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def tune_load_session(self, conn: Any) -> None:
+        """Per-transaction/session settings for a fast, still-checked load."""
+
+    @abc.abstractmethod
+    def load_stream(
+        self,
+        conn: Any,
+        table: TableRef,
+        columns: list[str] | None,
+        file_format: FileFormat,
+        stream: ChunkStream,
+        source: str,
+    ) -> int:
+        """Load rows read from ``stream`` (decompressed bytes) and return the number loaded.
+
+        Bad input raises :class:`~airflow_bulkload.exceptions.ChunkLoadError` naming ``source``.
+        """
+
+    def load_server_side(
+        self,
+        conn: Any,
+        method: str,
+        table: TableRef,
+        columns: list[str] | None,
+        chunk: ChunkSpec,
+        region: str,
+    ) -> int:
+        """Have the server pull the chunk from S3 itself; returns rows loaded."""
+        raise NotImplementedError(f"{self.name} has no server-side load method {method!r}")
+
+    # -- introspection ----------------------------------------------------------------------------
+    @abc.abstractmethod
+    def describe_table(self, conn: Any, table: TableRef) -> TableInfo:
+        """Read the table's columns, keys, indexes (with DDL), constraints, triggers and size."""

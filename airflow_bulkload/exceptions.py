@@ -1,0 +1,56 @@
+"""Errors users meet, each saying where the problem is and what was expected."""
+
+from __future__ import annotations
+
+from airflow.exceptions import AirflowException
+
+
+class BulkLoadError(AirflowException):
+    """Base class for every error this provider raises on purpose."""
+
+
+class InvalidIdentifierError(BulkLoadError, ValueError):
+    """A table/column/schema name that cannot be quoted safely (NUL byte, too long, empty)."""
+
+
+class InvalidFileFormatError(BulkLoadError, ValueError):
+    """File format options that are malformed or unsafe (e.g. a multi-character delimiter)."""
+
+
+class ChunkLoadError(BulkLoadError):
+    """A chunk could not be loaded; names the source object, the line and column, and the reason.
+
+    Nothing of the chunk stays in the table when this is raised: its transaction was rolled back.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        reason: str,
+        *,
+        line: int | None = None,
+        column: str | None = None,
+        expected: str | None = None,
+    ) -> None:
+        self.source = source
+        self.reason = reason
+        self.line = line
+        self.column = column
+        self.expected = expected
+        where = [source]
+        if line is not None:
+            where.append(f"line {line}")
+        if column:
+            where.append(f"column {column}")
+        message = f"{', '.join(where)}: {reason}"
+        if expected:
+            message += f" (expected {expected})"
+        super().__init__(message + "; nothing of this chunk was loaded")
+
+
+class RowCountMismatchError(ChunkLoadError):
+    """The engine loaded a different number of rows than the manifest promised."""
+
+
+class ChunkConflictError(BulkLoadError):
+    """The ledger holds this chunk key with a different checksum: the staged input changed."""

@@ -1,0 +1,84 @@
+"""LoadChunkOperator: one staged chunk into one table, exactly once."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_bulkload.hooks.bulk_load import LOAD_METHODS, BulkLoadHook
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
+
+
+class LoadChunkOperator(BaseOperator):
+    """Load one chunk described by a manifest entry into ``table``, exactly once.
+
+    Meant to be mapped over the staging task's chunk list::
+
+        LoadChunkOperator.partial(task_id="load", table="public.events", conn_id="pg").expand(
+            chunk=stage.output
+        )
+
+    One transaction per chunk: the chunk ledger makes a retry of a committed chunk a no-op and a
+    failed chunk leaves no rows behind. The row count is checked against the manifest.
+
+    :param table: target table, ``schema.table`` (PostgreSQL) or ``db.table``/``table`` (MySQL).
+    :param chunk: a manifest chunk entry (dict from :class:`~airflow_bulkload.staging.ChunkSpec`).
+    :param conn_id: a ``postgres`` or ``mysql`` connection; the SQL dialect follows its type.
+    :param aws_conn_id: AWS connection for reading the chunk (``client``) or the region (server side).
+    :param method: ``client`` (stream through the worker), ``rds_s3`` (RDS/Aurora PostgreSQL
+        ``aws_s3.table_import_from_s3``) or ``aurora_s3`` (Aurora MySQL ``LOAD DATA FROM S3``).
+    :param columns: target columns in file order; default: the chunk's columns, else all columns.
+    :param file_format: override the chunk's format (dict of FileFormat fields).
+    :param load_id: recorded in the ledger; defaults to ``dag_id/run_id``.
+    """
+
+    template_fields: Sequence[str] = (
+        "table",
+        "chunk",
+        "columns",
+        "file_format",
+        "load_id",
+        "method",
+    )
+    ui_color = "#d9f0ff"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        chunk: dict[str, Any],
+        conn_id: str,
+        aws_conn_id: str | None = "aws_default",
+        method: str = "client",
+        columns: list[str] | None = None,
+        file_format: dict[str, Any] | None = None,
+        load_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if method not in LOAD_METHODS and "{{" not in method:
+            raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
+        self.table = table
+        self.chunk = chunk
+        self.conn_id = conn_id
+        self.aws_conn_id = aws_conn_id
+        self.method = method
+        self.columns = columns
+        self.file_format = file_format
+        self.load_id = load_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        spec = ChunkSpec.from_dict(self.chunk)
+        load_id = self.load_id or f"{context['dag'].dag_id}/{context['run_id']}"
+        hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
+        result = hook.load_chunk(
+            self.table,
+            spec,
+            method=self.method,
+            load_id=load_id,
+            columns=self.columns,
+            file_format=FileFormat.from_dict(self.file_format) if self.file_format else None,
+        )
+        return result.to_dict()

@@ -1,0 +1,169 @@
+"""The manifest model shared by staging (which writes it) and loading (which reads it).
+
+Everything here is plain data that round-trips through JSON, so it can travel in XCom (small
+dicts, never data) and live in S3 as ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Literal
+
+from airflow_bulkload.exceptions import InvalidFileFormatError
+
+MANIFEST_VERSION = 1
+Compression = Literal["gzip", "none"]
+
+_FORMATS = ("csv", "text")
+
+
+@dataclass(frozen=True)
+class FileFormat:
+    """How the rows of a file are written.
+
+    ``format`` is ``"csv"`` (RFC 4180 quoting) or ``"text"`` (PostgreSQL text format: tab-separated,
+    backslash escapes, ``\\N`` for NULL). ``null`` is the string that means SQL NULL; ``None`` takes
+    the format's default (unquoted empty field for csv, ``\\N`` for text).
+    """
+
+    format: str = "csv"
+    delimiter: str = ","
+    header: bool = False
+    null: str | None = None
+    quote: str = '"'
+    escape: str | None = None
+    encoding: str = "UTF8"
+
+    def __post_init__(self) -> None:
+        if self.format not in _FORMATS:
+            raise InvalidFileFormatError(f"format must be one of {_FORMATS}, got {self.format!r}")
+        for name in ("delimiter", "quote", "escape"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, str) or len(value) != 1 or value in "\r\n\0":
+                raise InvalidFileFormatError(
+                    f"{name} must be a single character other than CR, LF or NUL, got {value!r}"
+                )
+        if self.null is not None and any(c in self.null for c in "\r\n\0"):
+            raise InvalidFileFormatError(f"null string may not hold CR, LF or NUL: {self.null!r}")
+        if not self.encoding.replace("-", "").replace("_", "").isalnum():
+            raise InvalidFileFormatError(f"encoding name is not valid: {self.encoding!r}")
+
+    @property
+    def effective_null(self) -> str:
+        if self.null is not None:
+            return self.null
+        return "" if self.format == "csv" else "\\N"
+
+    @property
+    def effective_escape(self) -> str:
+        return self.escape if self.escape is not None else self.quote
+
+    @property
+    def python_encoding(self) -> str:
+        """The codec name Python knows for ``encoding`` (``UTF8`` -> ``utf-8``)."""
+        name = self.encoding.lower().replace("_", "-")
+        return {"utf8": "utf-8", "latin1": "latin-1", "sql-ascii": "ascii"}.get(name, name)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | FileFormat | None) -> FileFormat:
+        """Build from a DAG author's dict (unknown keys are an error, not silently ignored)."""
+        if data is None:
+            return cls()
+        if isinstance(data, FileFormat):
+            return data
+        known = {f.name for f in fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise InvalidFileFormatError(
+                f"unknown file_format keys {sorted(unknown)}; known: {sorted(known)}"
+            )
+        return cls(**data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def without_header(self) -> FileFormat:
+        return replace(self, header=False)
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    """One staged object: what the load task needs, and what it checks the load against.
+
+    ``rows`` is the number of data rows (header excluded); ``checksum`` identifies the content
+    (sha256 of the stored bytes, or the S3 ETag for input loaded as is).
+    """
+
+    uri: str
+    checksum: str
+    rows: int | None = None
+    bytes: int = 0
+    raw_bytes: int | None = None
+    index: int = 0
+    compression: Compression = "gzip"
+    file_format: dict[str, Any] = field(default_factory=dict)
+    columns: list[str] | None = None
+    first_key: list[Any] | None = None
+    last_key: list[Any] | None = None
+
+    @property
+    def bucket(self) -> str:
+        return parse_s3_uri(self.uri)[0]
+
+    @property
+    def key(self) -> str:
+        return parse_s3_uri(self.uri)[1]
+
+    @property
+    def format(self) -> FileFormat:
+        return FileFormat.from_dict(self.file_format)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | ChunkSpec) -> ChunkSpec:
+        if isinstance(data, ChunkSpec):
+            return data
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The list of chunks of one staged input. Its presence in S3 means staging completed."""
+
+    input_fingerprint: str
+    file_format: dict[str, Any]
+    columns: list[str] | None
+    chunks: list[ChunkSpec]
+    sort_key: list[str] | None = None
+    total_rows: int = 0
+    total_bytes: int = 0
+    created_at: str = ""
+    version: int = MANIFEST_VERSION
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        return json.dumps(data, indent=2, sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Manifest:
+        data = json.loads(text)
+        if data.get("version") != MANIFEST_VERSION:
+            raise ValueError(f"unsupported manifest version {data.get('version')!r}")
+        data["chunks"] = [ChunkSpec.from_dict(c) for c in data["chunks"]]
+        return cls(**data)
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/key`` -> ``(bucket, key)``; the key may be empty (a bucket or prefix root)."""
+    if not uri.startswith("s3://"):
+        raise ValueError(f"not an S3 URI (expected s3://bucket/key): {uri!r}")
+    bucket, _, key = uri[len("s3://") :].partition("/")
+    if not bucket:
+        raise ValueError(f"S3 URI has no bucket: {uri!r}")
+    return bucket, key
