@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo test check lint format lock bench docs clean
+.PHONY: install demo test check format lock bench docs clean
 
 $(VENV)/.installed: requirements/lock.txt pyproject.toml scripts/install.sh
 	scripts/install.sh
@@ -31,3 +31,6 @@ lock:
 
 clean:
 	rm -rf $(VENV) .venv-uv .pytest_cache .mypy_cache .ruff_cache
+
+docs: install
+	$(BIN)/mkdocs build --strict --site-dir site
