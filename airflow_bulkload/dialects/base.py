@@ -250,3 +250,21 @@ class Dialect(abc.ABC):
     @abc.abstractmethod
     def describe_table(self, conn: Any, table: TableRef) -> TableInfo:
         """Read the table's columns, keys, indexes (with DDL), constraints, triggers and size."""
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """Server settings pre-flight advice reads besides the table (``None``: could not be read).
+
+    ``s3_role`` is the role Aurora MySQL's ``LOAD DATA FROM S3`` uses
+    (``aurora_load_from_s3_role`` or ``aws_default_s3_role``), empty when unset.
+    """
+
+    engine: str
+    version: str = ""
+    local_infile: bool | None = None
+    aws_s3_installed: bool | None = None
+    aws_s3_available: bool | None = None
+    s3_role: str | None = None
+    innodb_doublewrite: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
