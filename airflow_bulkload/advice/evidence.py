@@ -93,7 +93,7 @@ class Evidence:
 
 NO_PRIMARY_KEY = Evidence(
     "measured",
-    "≈4× slower without a primary key (10 parallel threads)",
+    "≈4x slower without a primary key (10 parallel threads)",
     "20 M rows, 10-thread LOAD DATA FROM S3, Aurora MySQL db.r6g.4xlarge (16 vCPU): 246 s without "
     "a PK vs 59 s with one; the wait event was index_tree_rw_lock (InnoDB's generated hidden key)",
     AURORA_LOAD,
@@ -107,10 +107,10 @@ MD5_PRIMARY_KEY = Evidence(
 )
 RANDOM_PRIMARY_KEY_AURORA = Evidence(
     "measured",
-    "up to ≈15× write latency with random keys once the table outgrows memory",
+    "up to ≈15x write latency with random keys once the table outgrows memory",
     "Aurora MySQL db.r5.2xlarge, 15 sysbench threads: ≈124 µs per insert with an AUTO_INCREMENT key, "
-    "≈15× that with a random VARCHAR(26) key once data exceeded the buffer pool; the random-keyed "
-    "table was 2.2× as large on disk (177.6 GB vs 79.3 GB for fewer rows)",
+    "≈15x that with a random VARCHAR(26) key once data exceeded the buffer pool; the random-keyed "
+    "table was 2.2x as large on disk (177.6 GB vs 79.3 GB for fewer rows)",
     AURORA_BAD_PK,
 )
 WIDE_PRIMARY_KEY = Evidence(
@@ -142,7 +142,7 @@ PK_ORDER_MARIADB = Evidence(
 )
 SECONDARY_INDEXES = Evidence(
     "measured",
-    "+47 % load time with one secondary index, ≈2× with two",
+    "+47 % load time with one secondary index, ≈2x with two",
     "Aurora MySQL db.r6g.4xlarge, same data loaded with 0, 1, 2, ... secondary indexes",
     AURORA_LOAD,
 )
@@ -155,9 +155,9 @@ DROP_INDEXES_MYSQL = Evidence(
 )
 DROP_INDEXES_POSTGRES = Evidence(
     "measured",
-    "index builds dominate an optimised PostgreSQL load; drop + parallel rebuild gave 6–7×",
+    "index builds dominate an optimised PostgreSQL load; drop + parallel rebuild gave 6-7x",
     "5 M rows, 2 cores, PostgreSQL 15: index builds ≈5.5 s of ≈8 s; dropping all indexes incl. the PK "
-    "and rebuilding them in parallel sessions was 6–7× faster than a naive COPY into the indexed table",
+    "and rebuilding them in parallel sessions was 6-7x faster than a naive COPY into the indexed table",
     PROJECT_BENCH,
 )
 INTEGRITY_CHECKS = Evidence(
@@ -176,7 +176,7 @@ TRIGGERS_PER_ROW = Evidence(
 )
 FILE_SIZE = Evidence(
     "guidance",
-    "ideal file size 100 MB – 1 GB; many small files slow the load",
+    "ideal file size 100 MB - 1 GB; many small files slow the load",
     "'In Amazon S3 the ideal file size for data load performance should be between 100 MB and 1 GB. "
     "Performance can deteriorate if many small files are used due to the overhead of opening files, "
     "reading metadata and closing files'",
@@ -198,7 +198,7 @@ PARALLEL_MYSQL = Evidence(
 )
 PARALLEL_POSTGRES = Evidence(
     "measured",
-    "parallel COPY sessions cut a 7-file load by 56 %; keep sessions at vCPUs − 1",
+    "parallel COPY sessions cut a 7-file load by 56 %; keep sessions at vCPUs - 1",
     "RDS PostgreSQL db.r6g.2xlarge (8 vCPU): 7 files 2 min 9 s sequentially vs 57 s in parallel, CPU "
     "peaking at 90 %; 'limit the number of concurrent bulk loading sessions to one less than the "
     "number of vCPUs'",
@@ -215,7 +215,7 @@ GP2_IOPS = Evidence(
 GP2_BASELINE = Evidence(
     "requirement",
     "gp2 baseline IOPS = 3 per GB (min 100, max 16,000); burst to 3,000 below 1 TB while credits last",
-    "a volume starts with 5.4 M I/O credits; burst lasts 5.4 M / (3,000 − baseline) seconds",
+    "a volume starts with 5.4 M I/O credits; burst lasts 5.4 M / (3,000 - baseline) seconds",
     AWS_EBS_DOC,
 )
 BULK_PARAMETERS = Evidence(

@@ -330,7 +330,7 @@ class PreflightReport:
             parts = [finding.message, f"fix: {finding.fix}"]
             parts += [f"based on: {e.cite()}" for e in finding.evidence]
             for part in parts:
-                for line in textwrap.wrap(part, text_width) or [""]:
+                for line in textwrap.wrap(part, text_width, break_on_hyphens=False) or [""]:
                     prefix = (
                         f"{finding.severity.value.upper():<8} | {finding.rule:<{rule_width}} | "
                         if first
@@ -343,7 +343,11 @@ class PreflightReport:
             f"sort={self.plan.sort}, chunk_size={format_bytes(self.plan.chunk_size)}"
         )
         for knob, why in self.plan.rationale.items():
-            lines.extend(textwrap.wrap(f"{knob}: {why}", width, initial_indent="  ", subsequent_indent="    "))
+            lines.extend(
+                textwrap.wrap(
+                    f"{knob}: {why}", width, initial_indent="  ", subsequent_indent="    "
+                )
+            )
         return "\n".join(lines)
 
     def _counts(self) -> str:
@@ -356,5 +360,9 @@ def format_bytes(n: int | float) -> str:
     for unit, size in (("GB", GB), ("MB", MB), ("kB", 1000)):
         if n >= size:
             value = n / size
-            return f"{value:.0f} {unit}" if value >= 10 or math.isclose(value, round(value)) else f"{value:.1f} {unit}"
+            return (
+                f"{value:.0f} {unit}"
+                if value >= 10 or math.isclose(value, round(value))
+                else f"{value:.1f} {unit}"
+            )
     return f"{int(n)} B"

@@ -6,7 +6,7 @@ import math
 
 from airflow_bulkload.advice.models import GB, MB, InputSummary, LoadPlan, PreflightInputs
 
-#: staged chunk size bounds and default (stored bytes), from the 100 MB – 1 GB file-size guidance
+#: staged chunk size bounds and default (stored bytes), from the 100 MB - 1 GB file-size guidance
 MIN_CHUNK_SIZE = 100 * MB
 MAX_CHUNK_SIZE = 1 * GB
 DEFAULT_CHUNK_SIZE = 256 * MB
@@ -15,7 +15,7 @@ DEFAULT_PARALLELISM = 2
 #: tables smaller than this count as empty: rebuilding their indexes costs next to nothing
 SMALL_TABLE_BYTES = 16 * MB
 #: drop/rebuild secondary indexes when the incoming data is at least this share of the table.
-#: A judgment, not a measurement: keeping N indexes costs ≈+47 % (one) to ≈2× (two) of the load of
+#: A judgment, not a measurement: keeping N indexes costs ≈+47 % (one) to ≈2x (two) of the load of
 #: the *incoming* rows, rebuilding costs a sort of the *whole* table per index.
 DROP_INDEXES_MIN_RATIO = 0.5
 #: the MySQL optimum measured: 10 threads on 16 vCPUs
@@ -23,7 +23,7 @@ MYSQL_THREADS_PER_VCPU = 10 / 16
 
 
 def optimal_parallelism(engine: str, vcpus: int) -> int:
-    """PostgreSQL: vCPUs − 1 sessions; MySQL: ≈60 % of vCPUs (10 of 16 measured optimal)."""
+    """PostgreSQL: vCPUs - 1 sessions; MySQL: ≈60 % of vCPUs (10 of 16 measured optimal)."""
     if engine == "mysql":
         return max(1, round(vcpus * MYSQL_THREADS_PER_VCPU))
     return max(1, vcpus - 1)
@@ -88,7 +88,7 @@ def should_sort(inputs: PreflightInputs) -> tuple[bool, str]:
 
 
 def recommend_chunk_size(total_bytes: int | None, parallelism: int) -> int:
-    """Two chunks per worker so the pool stays busy, within 100 MB – 1 GB."""
+    """Two chunks per worker so the pool stays busy, within 100 MB - 1 GB."""
     if not total_bytes:
         return DEFAULT_CHUNK_SIZE
     target = total_bytes / max(parallelism * 2, 1)
@@ -112,13 +112,10 @@ def recommend_plan(inputs: PreflightInputs) -> LoadPlan:
     vcpus = inputs.vcpus
     if vcpus:
         parallelism = optimal_parallelism(inputs.engine, vcpus)
-        rationale["parallelism"] = (
-            f"{vcpus} vCPUs: "
-            + (
-                "≈60 % of vCPUs (10 threads of 16 vCPUs was the measured MySQL optimum)"
-                if inputs.is_mysql
-                else "vCPUs − 1 sessions (RDS PostgreSQL guideline)"
-            )
+        rationale["parallelism"] = f"{vcpus} vCPUs: " + (
+            "≈60 % of vCPUs (10 threads of 16 vCPUs was the measured MySQL optimum)"
+            if inputs.is_mysql
+            else "vCPUs - 1 sessions (RDS PostgreSQL guideline)"
         )
     else:
         parallelism = DEFAULT_PARALLELISM
@@ -127,15 +124,15 @@ def recommend_plan(inputs: PreflightInputs) -> LoadPlan:
         )
 
     summary = inputs.input
-    if summary is not None and summary.staged:
-        chunk_size = inputs.options.chunk_size or DEFAULT_CHUNK_SIZE
-        rationale["chunk_size"] = "already staged; the chunk size applies to the next staging"
+    chunk_size = recommend_chunk_size(summary.total_bytes if summary else None, parallelism)
+    if summary is None or not summary.total_bytes:
+        rationale["chunk_size"] = "input size unknown: the 256 MB default"
     else:
-        chunk_size = recommend_chunk_size(summary.total_bytes if summary else None, parallelism)
-        rationale["chunk_size"] = (
-            "two chunks per parallel worker, within 100 MB – 1 GB"
-            if summary and summary.total_bytes
-            else "input size unknown: the 256 MB default"
+        rationale["chunk_size"] = "two chunks per parallel worker, within 100 MB - 1 GB" + (
+            f" (the input is already staged in {summary.chunk_count} chunk(s); "
+            "this applies when staging again)"
+            if summary.staged
+            else ""
         )
     chunks = expected_chunks(summary, inputs.options.chunk_size or chunk_size)
     if chunks is not None and chunks < parallelism:
