@@ -44,7 +44,9 @@ def table(
             IndexInfo("t_pkey", "PRIMARY KEY", list(pk), is_unique=True, is_primary=True)
         )
     for name, index_columns in (indexes or {}).items():
-        all_indexes.append(IndexInfo(name, f"INDEX {name}", index_columns, is_unique=name in unique))
+        all_indexes.append(
+            IndexInfo(name, f"INDEX {name}", index_columns, is_unique=name in unique)
+        )
     constraints = [
         ConstraintInfo(f"fk_{n}", "f", f"FOREIGN KEY (p{n}) REFERENCES parent{n}(id)")
         for n in range(fks)

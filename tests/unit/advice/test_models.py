@@ -4,7 +4,13 @@ import json
 
 import pytest
 
-from airflow_bulkload.advice import InputSummary, InstanceSummary, PreflightReport, Severity, evaluate
+from airflow_bulkload.advice import (
+    InputSummary,
+    InstanceSummary,
+    PreflightReport,
+    Severity,
+    evaluate,
+)
 from airflow_bulkload.advice.models import failing_severities, format_bytes
 from airflow_bulkload.staging.manifest import ChunkSpec, Manifest
 from tests.unit.advice.factories import MB, inputs, instance, table
@@ -42,10 +48,14 @@ def test_failing_severities(fail_on: object, expected: set[Severity]) -> None:
 
 def test_input_summary_from_manifest() -> None:
     chunks = [
-        ChunkSpec(uri=f"s3://b/k{i}.gz", checksum="x", rows=10, bytes=size, raw_bytes=size * 4, index=i)
+        ChunkSpec(
+            uri=f"s3://b/k{i}.gz", checksum="x", rows=10, bytes=size, raw_bytes=size * 4, index=i
+        )
         for i, size in enumerate([200 * MB, 50 * MB])
     ]
-    manifest = Manifest("fp", {}, None, chunks, sort_key=["id"], total_rows=20, total_bytes=250 * MB)
+    manifest = Manifest(
+        "fp", {}, None, chunks, sort_key=["id"], total_rows=20, total_bytes=250 * MB
+    )
     summary = InputSummary.from_manifest(manifest)
     assert summary.chunk_bytes == (200 * MB, 50 * MB)
     assert summary.total_rows == 20 and summary.raw_bytes == 1000 * MB

@@ -53,7 +53,9 @@ def test_no_primary_key_on_mysql_warns_with_the_4x_measurement() -> None:
 
 
 def test_no_primary_key_but_unique_not_null_index_is_only_info_on_mysql() -> None:
-    t = table(pk={}, columns={"code": "int"}, indexes={"uq": ["code"]}, unique=("uq",), not_null=("code",))
+    t = table(
+        pk={}, columns={"code": "int"}, indexes={"uq": ["code"]}, unique=("uq",), not_null=("code",)
+    )
     assert only(inputs("mysql", t), "no_primary_key").severity is Severity.INFO
 
 
@@ -61,15 +63,24 @@ def test_no_primary_key_on_postgres_is_info() -> None:
     assert only(inputs("postgres", table(pk={})), "no_primary_key").severity is Severity.INFO
 
 
-@pytest.mark.parametrize("kind", ["uuid", "varchar(36)", "character varying(36)", "char(32)", "binary(16)"])
+@pytest.mark.parametrize(
+    "kind", ["uuid", "varchar(36)", "character varying(36)", "char(32)", "binary(16)"]
+)
 def test_random_primary_key_types(kind: str) -> None:
     finding = only(inputs("mysql", table(pk={"id": kind})), "random_primary_key")
     assert finding.severity is Severity.WARN
-    assert ev.MD5_PRIMARY_KEY in finding.evidence and ev.RANDOM_PRIMARY_KEY_AURORA in finding.evidence
-    assert only(inputs("postgres", table(pk={"id": kind})), "random_primary_key").severity is Severity.INFO
+    assert (
+        ev.MD5_PRIMARY_KEY in finding.evidence and ev.RANDOM_PRIMARY_KEY_AURORA in finding.evidence
+    )
+    assert (
+        only(inputs("postgres", table(pk={"id": kind})), "random_primary_key").severity
+        is Severity.INFO
+    )
 
 
-@pytest.mark.parametrize("kind", ["bigint", "int(11)", "bigint(20) unsigned", "integer", "smallint", "timestamp"])
+@pytest.mark.parametrize(
+    "kind", ["bigint", "int(11)", "bigint(20) unsigned", "integer", "smallint", "timestamp"]
+)
 def test_sequential_key_types_are_not_random(kind: str) -> None:
     assert not findings(inputs("mysql", table(pk={"id": kind})), "random_primary_key")
 
@@ -96,7 +107,9 @@ def test_unsorted_input_with_sort_off_warns_on_mysql() -> None:
 def test_unsorted_input_is_fine_when_sort_is_auto_or_input_is_sorted() -> None:
     assert not findings(inputs("mysql", table()), "input_not_in_key_order")
     sorted_input = staged(200 * MB, sorted_by=("id",))
-    assert not findings(inputs("mysql", table(), input=sorted_input, sort=False), "input_not_in_key_order")
+    assert not findings(
+        inputs("mysql", table(), input=sorted_input, sort=False), "input_not_in_key_order"
+    )
 
 
 def test_unsorted_input_with_kept_indexes_is_info_citing_our_mariadb_measurement() -> None:
@@ -213,7 +226,9 @@ def test_unknown_vcpus_is_info() -> None:
 
 
 def test_more_workers_than_chunks_is_info() -> None:
-    found = findings(inputs("postgres", vcpus=16, parallelism=8, input=staged(300 * MB, 300 * MB)), "parallelism")
+    found = findings(
+        inputs("postgres", vcpus=16, parallelism=8, input=staged(300 * MB, 300 * MB)), "parallelism"
+    )
     assert [f.severity for f in found] == [Severity.INFO]
 
 
@@ -224,7 +239,9 @@ def test_vcpus_come_from_the_instance() -> None:
 
 # -- storage ------------------------------------------------------------------------------------
 def test_small_gp2_volume_warns_with_baseline_and_burst() -> None:
-    i = inputs("postgres", instance=instance(storage_type="gp2", allocated_gb=20, iops=None), vcpus=4)
+    i = inputs(
+        "postgres", instance=instance(storage_type="gp2", allocated_gb=20, iops=None), vcpus=4
+    )
     finding = only(i, "storage_iops")
     assert finding.severity is Severity.WARN
     assert "100 baseline IOPS" in finding.message and "burst" in finding.message
@@ -233,7 +250,11 @@ def test_small_gp2_volume_warns_with_baseline_and_burst() -> None:
 
 
 def test_large_gp2_volume_is_fine_for_one_stream() -> None:
-    i = inputs("postgres", instance=instance(storage_type="gp2", allocated_gb=1000, iops=None), parallelism=1)
+    i = inputs(
+        "postgres",
+        instance=instance(storage_type="gp2", allocated_gb=1000, iops=None),
+        parallelism=1,
+    )
     assert not findings(i, "storage_iops")
 
 
@@ -247,7 +268,9 @@ def test_small_load_on_small_gp2_is_info() -> None:
 
 
 def test_aurora_storage_is_not_judged() -> None:
-    i = inputs("mysql", instance=instance(engine="aurora-mysql", storage_type="aurora", allocated_gb=1))
+    i = inputs(
+        "mysql", instance=instance(engine="aurora-mysql", storage_type="aurora", allocated_gb=1)
+    )
     assert not findings(i, "storage_iops")
 
 
@@ -292,7 +315,9 @@ def test_local_infile_off_is_an_error_for_the_client_method() -> None:
     server = ServerFacts("mysql", local_infile=False)
     assert only(inputs("mysql", server=server), "local_infile").severity is Severity.ERROR
     assert not findings(inputs("mysql", server=server, method="aurora_s3"), "local_infile")
-    assert not findings(inputs("mysql", server=ServerFacts("mysql", local_infile=True)), "local_infile")
+    assert not findings(
+        inputs("mysql", server=ServerFacts("mysql", local_infile=True)), "local_infile"
+    )
 
 
 def test_missing_aws_s3_extension_is_an_error_for_rds_s3() -> None:
@@ -301,7 +326,10 @@ def test_missing_aws_s3_extension_is_an_error_for_rds_s3() -> None:
     assert finding.severity is Severity.ERROR
     assert "CREATE EXTENSION aws_s3" in finding.fix
     unavailable = ServerFacts("postgres", aws_s3_installed=False, aws_s3_available=False)
-    assert "method='client'" in only(inputs("postgres", server=unavailable, method="rds_s3"), "aws_s3_extension").fix
+    assert (
+        "method='client'"
+        in only(inputs("postgres", server=unavailable, method="rds_s3"), "aws_s3_extension").fix
+    )
     assert not findings(inputs("postgres", server=server), "aws_s3_extension")
 
 
@@ -312,13 +340,18 @@ def test_rds_s3_without_an_s3import_role_is_an_error() -> None:
 
 def test_aurora_s3_without_a_role_is_an_error() -> None:
     aurora = instance(engine="aurora-mysql", cluster_identifier="c1", s3_import_roles=())
-    assert only(inputs("mysql", instance=aurora, method="aurora_s3"), "s3_role").severity is Severity.ERROR
+    assert (
+        only(inputs("mysql", instance=aurora, method="aurora_s3"), "s3_role").severity
+        is Severity.ERROR
+    )
     with_role = instance(
         engine="aurora-mysql", s3_role_parameters={"aws_default_s3_role": "arn:aws:iam::1:role/r"}
     )
     assert not findings(inputs("mysql", instance=with_role, method="aurora_s3"), "s3_role")
     server_role = ServerFacts("mysql", s3_role="arn:aws:iam::1:role/r")
-    assert not findings(inputs("mysql", instance=aurora, server=server_role, method="aurora_s3"), "s3_role")
+    assert not findings(
+        inputs("mysql", instance=aurora, server=server_role, method="aurora_s3"), "s3_role"
+    )
 
 
 def test_aurora_s3_on_a_non_aurora_instance_is_an_error() -> None:

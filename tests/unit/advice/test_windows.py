@@ -30,10 +30,15 @@ def test_overlap_inside_and_outside() -> None:
 def test_overlap_across_the_week_boundary() -> None:
     window = "sun:23:30-mon:00:30"
     sunday_2300 = MONDAY + timedelta(days=6, hours=23)
-    assert window_overlap(window, sunday_2300, timedelta(minutes=45)) == sunday_2300 + timedelta(minutes=30)
+    assert window_overlap(window, sunday_2300, timedelta(minutes=45)) == sunday_2300 + timedelta(
+        minutes=30
+    )
     assert window_overlap(window, MONDAY, timedelta(minutes=10)) == MONDAY
     # a long load reaches next week's window
-    assert window_overlap("mon:01:00-mon:01:30", MONDAY + timedelta(hours=2), timedelta(days=7)) is not None
+    assert (
+        window_overlap("mon:01:00-mon:01:30", MONDAY + timedelta(hours=2), timedelta(days=7))
+        is not None
+    )
 
 
 def test_naive_datetimes_are_utc() -> None:
