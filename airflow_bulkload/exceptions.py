@@ -54,3 +54,7 @@ class RowCountMismatchError(ChunkLoadError):
 
 class ChunkConflictError(BulkLoadError):
     """The ledger holds this chunk key with a different checksum: the staged input changed."""
+
+
+class PreflightFailedError(BulkLoadError):
+    """Pre-flight found problems at a severity the DAG author chose to fail on."""

@@ -251,6 +251,13 @@ class Dialect(abc.ABC):
     def describe_table(self, conn: Any, table: TableRef) -> TableInfo:
         """Read the table's columns, keys, indexes (with DDL), constraints, triggers and size."""
 
+    # -- pre-flight reads -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def server_facts(self, conn: Any) -> ServerFacts:
+        """Read the server settings pre-flight advice needs (version, ``local_infile``, the
+        ``aws_s3`` extension, the Aurora S3 role, doublewrite). Read-only; a setting the server
+        does not have or the user may not read is ``None``."""
+
 
 @dataclass(frozen=True)
 class ServerFacts:

@@ -11,7 +11,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_bulkload.dialects import Dialect, dialect_for
-from airflow_bulkload.dialects.base import LedgerEntry, TableInfo
+from airflow_bulkload.dialects.base import LedgerEntry, ServerFacts, TableInfo
 from airflow_bulkload.exceptions import ChunkConflictError, RowCountMismatchError
 from airflow_bulkload.s3io import open_s3_stream, s3_region
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
@@ -85,6 +85,11 @@ class BulkLoadHook(BaseHook):
         with closing(self.get_conn()) as conn:
             ref = self.dialect.qualified_name(conn, self.dialect.table_ref(table))
             return self.dialect.describe_table(conn, ref)
+
+    def server_facts(self) -> ServerFacts:
+        """The server settings pre-flight advice reads (see :meth:`Dialect.server_facts`)."""
+        with closing(self.get_conn()) as conn:
+            return self.dialect.server_facts(conn)
 
     def load_chunk(
         self,
