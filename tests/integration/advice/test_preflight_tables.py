@@ -144,13 +144,3 @@ def test_rds_s3_without_aws_s3_is_an_error_on_postgres(pg_db: TestDatabase) -> N
     _create(pg_db, "clean")
     report = _preflight(pg_db, "clean", method="rds_s3")
     assert [f.severity for f in report.findings if f.rule == "aws_s3_extension"] == [Severity.ERROR]
-
-
-def test_local_infile_off_is_an_error_on_mysql(mysql_db: TestDatabase) -> None:
-    _create(mysql_db, "clean")
-    mysql_db.query("SET GLOBAL local_infile = 0")
-    try:
-        report = _preflight(mysql_db, "clean")
-    finally:
-        mysql_db.query("SET GLOBAL local_infile = 1")
-    assert [f.severity for f in report.findings if f.rule == "local_infile"] == [Severity.ERROR]
