@@ -254,3 +254,23 @@ class MotoServer:
         import requests
 
         requests.post(f"{self.endpoint_url}/moto-api/reset", timeout=10)
+
+
+AWS_S3_STAND_IN_SQL = REPO_ROOT / "tests" / "fixtures" / "aws_s3_stand_in.sql"
+
+
+def install_aws_s3_stand_in(db: TestDatabase, moto: MotoServer) -> None:
+    """Install the test stand-in for RDS's ``aws_s3`` extension into ``db``, pointed at ``moto``.
+
+    The server fetches objects itself (``COPY ... FROM PROGRAM 'curl --aws-sigv4 ...'``), so the
+    exact SQL a load sends to ``aws_s3.table_import_from_s3`` runs on the real server.
+    """
+    with closing(db.connect()) as conn:
+        conn.execute(AWS_S3_STAND_IN_SQL.read_text())
+        conn.execute(
+            "INSERT INTO aws_s3.stand_in_settings (endpoint_url, access_key, secret_key)"
+            " VALUES (%s, %s, %s) ON CONFLICT (only_row) DO UPDATE"
+            " SET endpoint_url = EXCLUDED.endpoint_url, access_key = EXCLUDED.access_key,"
+            " secret_key = EXCLUDED.secret_key",
+            (moto.endpoint_url, os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]),
+        )
