@@ -125,17 +125,17 @@ class TestDatabase:
         )
 
     def connect(self, **kwargs: Any) -> Any:
-        """A direct driver connection (psycopg 3 or MySQLdb), autocommit on."""
+        """A direct driver connection (psycopg 3 or MySQLdb), autocommit on unless told otherwise."""
         if self.engine == "postgres":
             import psycopg
 
+            kwargs.setdefault("autocommit", True)
             return psycopg.connect(
                 host=self.server.host,
                 port=self.server.port,
                 user=self.server.user,
                 password=self.server.password or None,
                 dbname=self.name,
-                autocommit=True,
                 **kwargs,
             )
         import MySQLdb
@@ -272,5 +272,42 @@ def install_aws_s3_stand_in(db: TestDatabase, moto: MotoServer) -> None:
             " VALUES (%s, %s, %s) ON CONFLICT (only_row) DO UPDATE"
             " SET endpoint_url = EXCLUDED.endpoint_url, access_key = EXCLUDED.access_key,"
             " secret_key = EXCLUDED.secret_key",
-            (moto.endpoint_url, os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]),
+            (
+                moto.endpoint_url,
+                os.environ["AWS_ACCESS_KEY_ID"],
+                os.environ["AWS_SECRET_ACCESS_KEY"],
+            ),
         )
+
+
+def put_chunk(
+    moto: MotoServer,
+    bucket: str,
+    key: str,
+    data: bytes,
+    *,
+    rows: int | None = None,
+    compression: str = "gzip",
+    content_encoding: bool = True,
+    file_format: dict[str, Any] | None = None,
+    columns: list[str] | None = None,
+) -> dict[str, Any]:
+    """Store ``data`` as a staged chunk (gzipped unless ``compression="none"``) and return its
+    manifest entry. Gzip objects carry ``Content-Encoding: gzip`` unless told otherwise, as
+    staging writes them (RDS's aws_s3 decompresses only those)."""
+    import gzip
+    import hashlib
+
+    body = gzip.compress(data, mtime=0) if compression == "gzip" else data
+    extra = {"ContentEncoding": "gzip"} if compression == "gzip" and content_encoding else {}
+    moto.client("s3").put_object(Bucket=bucket, Key=key, Body=body, **extra)
+    return {
+        "uri": f"s3://{bucket}/{key}",
+        "checksum": hashlib.sha256(body).hexdigest(),
+        "rows": rows,
+        "bytes": len(body),
+        "raw_bytes": len(data),
+        "compression": compression,
+        "file_format": file_format or {},
+        "columns": columns,
+    }
