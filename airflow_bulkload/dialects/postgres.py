@@ -154,6 +154,9 @@ _BAD_INPUT_ERRORS: tuple[type[psycopg.Error], ...] = (
     pg_errors.ExternalRoutineException,  # class 38: the server-side fetch failed
 )
 
+# "missing data for column "price"": the context names no column for this one
+_MISSING_COLUMN = re.compile(r'^missing data for column "(?P<column>.*)"$')
+
 _IMPORTED_ROWS = re.compile(r"^\s*(\d+) rows? imported into relation", re.IGNORECASE)
 
 
@@ -176,9 +179,17 @@ def chunk_error(source: str, exc: psycopg.Error) -> ChunkLoadError | None:
     line, column = parse_copy_context(diag.context)
     if line is None and not isinstance(exc, _BAD_INPUT_ERRORS):
         return None
+    if column is None:
+        missing = _MISSING_COLUMN.match(diag.message_primary or "")
+        column = missing["column"] if missing else diag.column_name
     reason = diag.message_primary or str(exc).strip().splitlines()[0]
     if diag.message_detail:
         reason += f" ({diag.message_detail})"
+    if reason.startswith("unterminated CSV quoted field"):
+        reason += (
+            "; a quote opened at or before this line is never closed, so the field ran to the"
+            " end of the chunk"
+        )
     if diag.sqlstate:
         reason += f" [SQLSTATE {diag.sqlstate}]"
     return ChunkLoadError(source, reason, line=line, column=column)
