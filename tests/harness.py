@@ -311,3 +311,25 @@ def put_chunk(
         "file_format": file_format or {},
         "columns": columns,
     }
+
+
+def register_dag(dag: Any) -> None:
+    """Write a DAG defined in a test to the metadata DB, as the DAG processor would, so that
+    ``dag.test()`` (which only runs serialized DAGs) accepts it."""
+    from airflow import settings
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+
+    session = settings.Session()
+    try:
+        manager = DagBundlesManager()
+        manager.sync_bundles_to_db(session=session)
+        session.commit()
+        bundle_name = next(iter(manager.get_all_dag_bundles())).name
+        update_dag_parsing_results_in_db(
+            bundle_name, None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session
+        )
+        session.commit()
+    finally:
+        session.close()

@@ -49,10 +49,14 @@ from airflow_bulkload.dialects.base import (
     TableRef,
 )
 from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError, TableNotFoundError
-from airflow_bulkload.s3io import READ_BUFFER_BYTES, ChunkStream
+from airflow_bulkload.s3io import ChunkStream
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 
 STATE_SCHEMA = "bulkload"
+
+#: bytes per COPY write: psycopg's largest single libpq write, so blocks pass through uncut, and
+#: small enough that the allocator reuses them rather than growing the heap with the chunk
+COPY_BLOCK_BYTES = 128 * 1024
 
 #: advisory-lock class (two-int4 key space) for state-schema migrations; chunk claims use the
 #: separate bigint key space, which PostgreSQL keeps apart from the two-int4 one.
@@ -380,7 +384,7 @@ class PostgresDialect(Dialect):
         try:
             with conn.cursor() as cur:
                 with cur.copy(statement) as copy:
-                    while block := stream.read(READ_BUFFER_BYTES):
+                    while block := stream.read(COPY_BLOCK_BYTES):
                         copy.write(block)
                 return int(cur.rowcount)
         except psycopg.Error as exc:

@@ -287,5 +287,5 @@ def test_describe_table_definitions_recreate_the_same_table(pg_db: TestDatabase,
 
 
 def test_describe_table_refuses_a_missing_table(conn: Any) -> None:
-    with pytest.raises(TableNotFoundError, match="public.nope"):
+    with pytest.raises(TableNotFoundError, match=r"public\.nope"):
         dialect.describe_table(conn, TableRef("nope", "public"))
