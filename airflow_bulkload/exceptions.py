@@ -13,6 +13,10 @@ class InvalidIdentifierError(BulkLoadError, ValueError):
     """A table/column/schema name that cannot be quoted safely (NUL byte, too long, empty)."""
 
 
+class TableNotFoundError(BulkLoadError, LookupError):
+    """The target table does not exist (or the connection's user cannot see it)."""
+
+
 class InvalidFileFormatError(BulkLoadError, ValueError):
     """File format options that are malformed or unsafe (e.g. a multi-character delimiter)."""
 

@@ -113,6 +113,9 @@ class IndexInfo:
     is_unique: bool = False
     is_primary: bool = False
     constraint_name: str | None = None  # set when the index backs a PK/UNIQUE constraint
+    method: str | None = None  # access method: btree, hash, gin, ... (engine's name)
+    predicate: str | None = None  # WHERE clause of a partial index
+    is_valid: bool = True  # False for an index left invalid by a failed concurrent build
 
 
 @dataclass(frozen=True)
