@@ -45,6 +45,7 @@ from airflow_bulkload.dialects.base import (
     Dialect,
     IndexInfo,
     LedgerEntry,
+    ServerFacts,
     TableInfo,
     TableRef,
 )
@@ -607,6 +608,25 @@ class PostgresDialect(Dialect):
                 "trigger_definitions": {row[0]: row[1] for row in trigger_rows},
                 "disabled_triggers": [row[0] for row in trigger_rows if row[2] == "D"],
             },
+        )
+
+    # -- pre-flight reads ---------------------------------------------------------------------------
+    def server_facts(self, conn: Any) -> ServerFacts:
+        """Version and whether ``aws_s3.table_import_from_s3`` (the ``rds_s3`` method's function)
+        is callable here, and whether the ``aws_s3`` extension could be installed."""
+        with self._read(conn) as cur:
+            cur.execute(
+                "SELECT pg_catalog.current_setting('server_version'),"
+                " pg_catalog.to_regprocedure(%s) IS NOT NULL,"
+                " EXISTS (SELECT 1 FROM pg_catalog.pg_available_extensions WHERE name = %s)",
+                ("aws_s3.table_import_from_s3(text,text,text,text,text,text)", "aws_s3"),
+            )
+            version, import_function, available = cur.fetchone()
+        return ServerFacts(
+            engine=self.name,
+            version=str(version),
+            aws_s3_installed=bool(import_function),
+            aws_s3_available=bool(available) or bool(import_function),
         )
 
 

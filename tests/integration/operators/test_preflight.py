@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -10,21 +11,28 @@ import pytest
 
 from airflow_bulkload.advice import PreflightReport, Severity
 from airflow_bulkload.operators import PreflightCheckOperator
-from tests.harness import MotoServer, TestDatabase, unique_name
+from tests.harness import MotoServer, TestDatabase, register_dag, unique_name
 from tests.integration.advice.test_preflight_tables import TABLES
 
 
 def _run(operator_kwargs: dict[str, Any]) -> tuple[str, Any]:
     """Run a one-task DAG with dag.test(); return the task's state and its XCom report."""
+    from airflow.models.xcom import XComModel
     from airflow.sdk import DAG
+    from airflow.utils.session import create_session
 
     dag_id = unique_name("preflight")
-    with DAG(dag_id=dag_id, schedule=None, catchup=False) as dag:
+    with DAG(dag_id=dag_id, schedule=None, start_date=datetime(2025, 1, 1)) as dag:
         PreflightCheckOperator(task_id="preflight", **operator_kwargs)
-    dag_run = dag.test()
-    ti = next(t for t in dag_run.get_task_instances() if t.task_id == "preflight")
-    key = "return_value" if ti.state == "success" else "report"
-    return str(ti.state), ti.xcom_pull(task_ids="preflight", key=key)
+    register_dag(dag)
+    dag_run = dag.test(run_after=datetime(2025, 1, 2))
+    with create_session() as session:
+        ti = next(t for t in dag_run.get_task_instances(session=session))
+        key = "return_value" if ti.state == "success" else "report"
+        row = session.scalars(
+            XComModel.get_many(run_id=dag_run.run_id, key=key, dag_ids=dag_id, task_ids="preflight")
+        ).first()
+        return str(ti.state), None if row is None else row.value
 
 
 def _xcom(ti_state: str, value: Any) -> PreflightReport:
