@@ -13,7 +13,7 @@ from airflow_bulkload.advice import (
     evaluate,
 )
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook
-from tests.harness import TestDatabase
+from tests.harness import MotoServer, TestDatabase, install_aws_s3_stand_in
 
 #: engine -> case -> DDL statements; the case's table is named after the case
 TABLES: dict[str, dict[str, list[str]]] = {
@@ -144,3 +144,12 @@ def test_rds_s3_without_aws_s3_is_an_error_on_postgres(pg_db: TestDatabase) -> N
     _create(pg_db, "clean")
     report = _preflight(pg_db, "clean", method="rds_s3")
     assert [f.severity for f in report.findings if f.rule == "aws_s3_extension"] == [Severity.ERROR]
+
+
+def test_rds_s3_with_the_import_function_present_is_fine_on_postgres(
+    pg_db: TestDatabase, moto_server: MotoServer
+) -> None:
+    install_aws_s3_stand_in(pg_db, moto_server)
+    assert BulkLoadHook(conn_id=pg_db.conn_id).server_facts().aws_s3_installed is True
+    _create(pg_db, "clean")
+    assert "aws_s3_extension" not in _preflight(pg_db, "clean", method="rds_s3").rules()
