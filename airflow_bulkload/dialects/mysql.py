@@ -188,7 +188,8 @@ def load_columns_sql(columns: Sequence[str], fmt: FileFormat) -> LoadColumns:
     the empty field) is read into a user variable and mapped with ``NULLIF``. MySQL silently sets
     a *missing* user variable to NULL (no "too few fields" warning as for real columns), so the
     last variable is guarded: if it is NULL the row was short, and the guard raises a warning whose
-    text carries :data:`TOO_FEW_FIELDS_MARKER`. (An unquoted ``NULL`` in the last csv field, which
+    text carries :data:`TOO_FEW_FIELDS_MARKER` (that warning has no row number, so the error
+    names the chunk but no line). (An unquoted ``NULL`` in the last csv field, which
     MySQL itself reads as SQL NULL, trips the same guard: such files need a ``null`` marker.)
     """
     if not columns:
