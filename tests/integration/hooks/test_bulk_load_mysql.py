@@ -18,8 +18,7 @@ from tests.harness import MotoServer, TestDatabase
 from tests.s3_chunks import put_chunk
 
 TABLE_DDL = (
-    "CREATE TABLE people (id INT PRIMARY KEY, name VARCHAR(8) NOT NULL, age INT NULL) "
-    "ENGINE=InnoDB"
+    "CREATE TABLE people (id INT PRIMARY KEY, name VARCHAR(8) NOT NULL, age INT NULL) ENGINE=InnoDB"
 )
 GOOD = b"1,ann,31\n2,bob,\n3,cy,45\n"
 
