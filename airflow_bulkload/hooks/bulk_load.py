@@ -44,6 +44,8 @@ class BulkLoadHook(BaseHook):
     """Loads staged chunks into a table exactly once, through the engine's fastest path.
 
     :param conn_id: an Airflow connection of type ``postgres`` or ``mysql``; the dialect follows it.
+        Its extra ``bulkload_state_schema`` names where the state tables live (MySQL: a database;
+        default the connection's).
     :param aws_conn_id: the AWS connection used to read chunks from S3 (``client`` method) and to
         know the region (server-side methods).
     """
@@ -64,7 +66,8 @@ class BulkLoadHook(BaseHook):
 
     @cached_property
     def dialect(self) -> Dialect:
-        return dialect_for(self.connection_type)
+        extra = self.get_connection(self.conn_id).extra_dejson
+        return dialect_for(self.connection_type, state_schema=extra.get("bulkload_state_schema"))
 
     def get_conn(self) -> Any:
         """A new DB-API connection (psycopg 3 or MySQLdb) with autocommit off; the caller closes it."""
