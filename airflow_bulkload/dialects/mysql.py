@@ -58,6 +58,7 @@ from airflow_bulkload.dialects.base import (
     Dialect,
     IndexInfo,
     LedgerEntry,
+    ServerFacts,
     TableInfo,
     TableRef,
 )
@@ -932,6 +933,21 @@ class MySqlDialect(Dialect):
             for r in rows
         ]
 
+    # -- pre-flight reads ---------------------------------------------------------------------------
+    def server_facts(self, conn: Any) -> ServerFacts:
+        """Version, ``local_infile``, doublewrite and, on Aurora MySQL, the role ``LOAD DATA FROM
+        S3`` uses (``None`` when the server has no such variables, i.e. is not Aurora)."""
+        placeholders = ", ".join(["%s"] * len(PREFLIGHT_VARIABLES))
+        with _cursor(conn) as cur:
+            cur.execute("SELECT VERSION()")
+            version = str(cur.fetchone()[0])
+            cur.execute(
+                f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({placeholders})",
+                PREFLIGHT_VARIABLES,
+            )
+            variables = {str(name).lower(): str(value) for name, value in cur.fetchall()}
+        return server_facts_from_variables(version, variables, engine=self.name)
+
 
 def foreign_key_sql(
     table: TableRef,
@@ -1046,6 +1062,47 @@ class _FifoWriter(threading.Thread):
             os.close(fd)
         if self.is_alive():
             log.error("the FIFO writer for %s did not stop; leaving it behind", self.path)
+
+
+# -- pre-flight reads -------------------------------------------------------------------------------
+#: the global variables pre-flight advice reads; the Aurora ones exist only on Aurora MySQL
+PREFLIGHT_VARIABLES = (
+    "local_infile",
+    "innodb_doublewrite",
+    "aurora_load_from_s3_role",
+    "aws_default_s3_role",
+    "aurora_version",
+)
+_TRUE = ("on", "1", "true", "detect_and_recover")
+# DETECT_ONLY (MySQL 8.0.30+) writes only metadata to the doublewrite buffer: no page recovery
+_FALSE = ("off", "0", "false", "detect_only")
+
+
+def _flag(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    lowered = value.strip().lower()
+    return True if lowered in _TRUE else False if lowered in _FALSE else None
+
+
+def server_facts_from_variables(
+    version: str, variables: dict[str, str], *, engine: str = "mysql"
+) -> ServerFacts:
+    """Interpret ``SHOW GLOBAL VARIABLES`` values (names lower-cased) for pre-flight advice."""
+    s3_role: str | None = None
+    if "aurora_load_from_s3_role" in variables or "aws_default_s3_role" in variables:
+        s3_role = (
+            variables.get("aurora_load_from_s3_role") or variables.get("aws_default_s3_role") or ""
+        )
+    extra = {"aurora_version": variables["aurora_version"]} if "aurora_version" in variables else {}
+    return ServerFacts(
+        engine=engine,
+        version=version,
+        local_infile=_flag(variables.get("local_infile")),
+        s3_role=s3_role,
+        innodb_doublewrite=_flag(variables.get("innodb_doublewrite")),
+        extra=extra,
+    )
 
 
 # -- small helpers -----------------------------------------------------------------------------------
