@@ -291,14 +291,18 @@ def put_chunk(
     content_encoding: bool = True,
     file_format: dict[str, Any] | None = None,
     columns: list[str] | None = None,
+    truncate_to: int | None = None,
 ) -> dict[str, Any]:
     """Store ``data`` as a staged chunk (gzipped unless ``compression="none"``) and return its
     manifest entry. Gzip objects carry ``Content-Encoding: gzip`` unless told otherwise, as
-    staging writes them (RDS's aws_s3 decompresses only those)."""
+    staging writes them (RDS's aws_s3 decompresses only those). ``truncate_to`` cuts the stored
+    object to that many bytes, to fake a broken upload."""
     import gzip
     import hashlib
 
-    body = gzip.compress(data, mtime=0) if compression == "gzip" else data
+    body = gzip.compress(data, mtime=0, compresslevel=1) if compression == "gzip" else data
+    if truncate_to is not None:
+        body = body[:truncate_to]
     extra = {"ContentEncoding": "gzip"} if compression == "gzip" and content_encoding else {}
     moto.client("s3").put_object(Bucket=bucket, Key=key, Body=body, **extra)
     return {

@@ -14,8 +14,7 @@ from airflow_bulkload.exceptions import (
 )
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook
 from airflow_bulkload.staging.manifest import FileFormat
-from tests.harness import MotoServer, TestDatabase
-from tests.s3_chunks import put_chunk
+from tests.harness import MotoServer, TestDatabase, put_chunk
 
 TABLE_DDL = (
     "CREATE TABLE people (id INT PRIMARY KEY, name VARCHAR(8) NOT NULL, age INT NULL) ENGINE=InnoDB"

@@ -11,8 +11,7 @@ import time
 from typing import Any
 
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook
-from tests.harness import REPO_ROOT, MotoServer, TestDatabase
-from tests.s3_chunks import put_chunk
+from tests.harness import REPO_ROOT, MotoServer, TestDatabase, put_chunk
 
 
 def start_child(db: TestDatabase, table: str, chunk: dict[str, Any]) -> subprocess.Popen[str]:

@@ -5,21 +5,7 @@ from __future__ import annotations
 import pendulum
 
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
-from tests.harness import MotoServer, TestDatabase
-from tests.s3_chunks import put_chunk
-
-
-def serialize(dag: object, empty_folder: object) -> None:
-    """dag.test() (Airflow 3.1+) needs the DAG in the metadata DB; a DAG defined inside a test
-    cannot be found by parsing its file, so write it there as the dag processor would."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import DagBag, sync_bag_to_db
-
-    DagBundlesManager().sync_bundles_to_db()
-
-    bag = DagBag(dag_folder=str(empty_folder))
-    bag.bag_dag(dag)
-    sync_bag_to_db(bag, "dags-folder", None)
+from tests.harness import MotoServer, TestDatabase, put_chunk, register_dag
 
 
 def test_dag_loads_mapped_chunks_once_each(
@@ -42,7 +28,7 @@ def test_dag_loads_mapped_chunks_once_each(
             chunk=chunks
         )
 
-    serialize(dag, tmp_path)
+    register_dag(dag)
     run = dag.test()
     assert run.state == "success"
     assert dag.test().state == "success"  # a second run: every chunk is in the ledger
