@@ -26,6 +26,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "Bulk Load",
                 "python-modules": [
                     "airflow_bulkload.operators.load_chunk",
+                    "airflow_bulkload.operators.stage",
                 ],
             }
         ],

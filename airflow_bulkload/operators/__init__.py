@@ -1,5 +1,6 @@
 """Operators, one per stage of a bulk load."""
 
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
+from airflow_bulkload.operators.stage import StageToS3Operator
 
-__all__ = ["LoadChunkOperator"]
+__all__ = ["LoadChunkOperator", "StageToS3Operator"]
