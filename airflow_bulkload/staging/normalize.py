@@ -19,8 +19,10 @@ from airflow_bulkload.exceptions import BulkLoadError, InvalidFileFormatError
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.planning import STAGED_FORMAT
 
-#: DuckDB's CSV reader refuses longer records; a generous bound that still bounds memory
-MAX_RECORD_BYTES = 64 * 1024 * 1024
+#: DuckDB's CSV reader refuses longer records (its default is 2 MB). Its read buffer must hold a
+#: record and defaults to 16x this, per file being read, so the buffer is set explicitly.
+MAX_RECORD_BYTES = 8 * 1024 * 1024
+READ_BUFFER_BYTES = 2 * MAX_RECORD_BYTES
 _DUCKDB_ENCODINGS = {"utf-8": "utf-8", "utf8": "utf-8", "latin-1": "latin-1", "utf-16": "utf-16"}
 
 
@@ -90,6 +92,7 @@ def read_csv_sql(
         "null_padding": "false",
         "ignore_errors": "false",
         "max_line_size": str(MAX_RECORD_BYTES),
+        "buffer_size": str(READ_BUFFER_BYTES),
         "auto_detect": "true" if sniff else "false",
     }
     if not sniff:

@@ -258,7 +258,8 @@ def duckdb_sort_type(sql_type: str | None) -> str:
     name = re.sub(r"\s+", " ", sql_type.strip().lower())
     unsigned = name.endswith(" unsigned")
     name = name.removesuffix(" unsigned").removesuffix(" zerofill")
-    base = re.sub(r"\(\s*\d+\s*\)$", "", name).strip()  # int(11), timestamp(6), datetime(3)
+    # int(11), datetime(3), timestamp(6) with time zone: the width does not change the order
+    base = re.sub(r"\s*\(\s*\d+\s*\)", "", name).strip()
     if base in _INT_TYPES:
         duck = _INT_TYPES[base]
         if unsigned:  # one size up so the largest unsigned value still fits
