@@ -133,6 +133,10 @@ def normalize(
     check_input_format(fmt)
     names = dict(path_names or {})
     started = time.monotonic()
+    if not any(p.stat().st_size for p in paths):
+        # nothing to read, not even a header: DuckDB would invent a column; say zero rows instead
+        out_path.write_bytes(b"")
+        return NormalizeResult(list(columns or []), 0, time.monotonic() - started)
     con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": str(temp_dir)})
     try:
         if threads:
@@ -176,8 +180,6 @@ def normalize(
         except duckdb.Error as exc:
             raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
         rows = int(result[0]) if result else 0
-        if not any(p.stat().st_size for p in paths):
-            detected = list(columns or [])  # nothing to read the header from
         return NormalizeResult(detected, rows, time.monotonic() - started)
     finally:
         con.close()

@@ -145,7 +145,7 @@ def split_into_chunks(
     *,
     chunk_size: int,
     compression: str = "gzip",
-    compress_level: int = 6,
+    compress_level: int = 1,
     key_indexes: Sequence[int] = (),
     progress: Callable[[SplitProgress], None] | None = None,
     progress_every_seconds: float = 10.0,

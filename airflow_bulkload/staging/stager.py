@@ -54,7 +54,7 @@ class StagingOptions:
     sort_types: list[str] = field(default_factory=list)
     chunk_size: int = 256_000_000
     compression: str = "gzip"
-    compress_level: int = 6
+    compress_level: int = 1
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:
@@ -313,7 +313,9 @@ def _split_and_upload(
     columns: Sequence[str],
 ) -> list[ChunkSpec]:
     """Split into chunks and upload each while the next is written (one upload in flight)."""
-    key_indexes = [list(columns).index(k) for k in options.sort_key]
+    # normalize() checked the key against the columns; an empty input has neither
+    known = list(columns)
+    key_indexes = [known.index(k) for k in options.sort_key] if known else []
     chunk_dir = work_dir / "chunks"
     chunk_dir.mkdir()
     started = time.monotonic()

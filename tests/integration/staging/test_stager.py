@@ -177,7 +177,15 @@ def test_empty_file_gives_zero_chunks_and_a_manifest(
     for name, content in (("empty.csv", b""), ("header_only.csv", b"id,name\r\n")):
         source = tmp_path / name
         source.write_bytes(content)
-        result = _stage(s3, s3_bucket, str(source), file_format=FileFormat(header=True), run=name)
+        result = _stage(
+            s3,
+            s3_bucket,
+            str(source),
+            file_format=FileFormat(header=True),
+            run=name,
+            sort_key=["id"],
+            sort_types=["BIGINT"],
+        )
         assert result.manifest.chunks == []
         assert result.manifest.total_rows == 0
         assert s3.head_object(Bucket=s3_bucket, Key=parse_s3_uri(result.manifest_uri)[1])
