@@ -2,5 +2,6 @@
 
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
 from airflow_bulkload.operators.preflight import PreflightCheckOperator
+from airflow_bulkload.operators.stage import StageToS3Operator
 
-__all__ = ["LoadChunkOperator", "PreflightCheckOperator"]
+__all__ = ["LoadChunkOperator", "PreflightCheckOperator", "StageToS3Operator"]
