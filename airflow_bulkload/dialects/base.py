@@ -217,6 +217,17 @@ class Dialect(abc.ABC):
     def record_chunk(self, conn: Any, entry: LedgerEntry) -> None:
         """Insert the ledger row, in the loading transaction."""
 
+    # -- load slots -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def try_acquire_load_slot(self, conn: Any, table: TableRef, slot: int) -> bool:
+        """Take load slot ``slot`` of ``table`` for this session without waiting; ``False`` when
+        another session holds it. Session-scoped on the server, so a killed worker's slot frees
+        itself when its connection goes."""
+
+    @abc.abstractmethod
+    def release_load_slot(self, conn: Any, table: TableRef, slot: int) -> None:
+        """Give back a slot taken by :meth:`try_acquire_load_slot`."""
+
     # -- loading ----------------------------------------------------------------------------------
     @abc.abstractmethod
     def tune_load_session(self, conn: Any) -> None:

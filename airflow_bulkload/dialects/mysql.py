@@ -413,6 +413,12 @@ def chunk_lock_name(table: str, chunk_key: str) -> str:
     return "bulkload_chunk_" + chunk_id(table, chunk_key).hex()[:40]
 
 
+def load_slot_name(table: str, slot: int) -> str:
+    """A GET_LOCK name (at most 64 characters) for one of a table's load slots."""
+    digest = hashlib.sha256(f"bulkload-slots\0{table}".encode()).hexdigest()[:32]
+    return f"bulkload_slot_{digest}_{slot}"
+
+
 @dataclass
 class _SessionState:
     """What a transaction changed on the session, undone when it ends."""
@@ -592,6 +598,13 @@ class MySqlDialect(Dialect):
                     entry.load_id,
                 ),
             )
+
+    # -- load slots -------------------------------------------------------------------------------
+    def try_acquire_load_slot(self, conn: Any, table: TableRef, slot: int) -> bool:
+        return _scalar(conn, "SELECT GET_LOCK(%s, 0)", (load_slot_name(str(table), slot),)) == 1
+
+    def release_load_slot(self, conn: Any, table: TableRef, slot: int) -> None:
+        _scalar(conn, "SELECT RELEASE_LOCK(%s)", (load_slot_name(str(table), slot),))
 
     # -- loading ----------------------------------------------------------------------------------
     def tune_load_session(self, conn: Any) -> None:

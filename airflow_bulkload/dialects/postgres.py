@@ -147,6 +147,12 @@ def chunk_lock_key(table: str, chunk_key: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+def load_slot_key(table: str) -> int:
+    """A stable signed 32-bit advisory-lock key naming one table's load slots."""
+    digest = hashlib.sha256(f"bulkload-slots\0{table}".encode()).digest()
+    return int.from_bytes(digest[:4], "big", signed=True)
+
+
 # -- error translation ----------------------------------------------------------------------------
 
 # "COPY events, line 3, column amount: "abc"" / "COPY events, line 7" / "..., line 2: "1,2,3""
@@ -360,6 +366,24 @@ class PostgresDialect(Dialect):
             ).format(_S),
             (entry.table, entry.chunk_key, entry.checksum, entry.rows, entry.bytes, entry.load_id),
         )
+
+    # -- load slots -------------------------------------------------------------------------------
+    # Two-int4 advisory keys: a key space apart from the single-bigint chunk claims.
+    def try_acquire_load_slot(self, conn: Any, table: TableRef, slot: int) -> bool:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT pg_catalog.pg_try_advisory_lock(%s::int4, %s::int4)",
+                (load_slot_key(str(table)), slot),
+            )
+            row = cur.fetchone()
+        return bool(row and row[0])
+
+    def release_load_slot(self, conn: Any, table: TableRef, slot: int) -> None:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT pg_catalog.pg_advisory_unlock(%s::int4, %s::int4)",
+                (load_slot_key(str(table)), slot),
+            )
 
     # -- loading ------------------------------------------------------------------------------------
     def tune_load_session(self, conn: Any) -> None:

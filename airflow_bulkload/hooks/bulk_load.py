@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import time
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_bulkload.dialects import Dialect, dialect_for
-from airflow_bulkload.dialects.base import LedgerEntry, ServerFacts, TableInfo
+from airflow_bulkload.dialects.base import LedgerEntry, ServerFacts, TableInfo, TableRef
 from airflow_bulkload.exceptions import ChunkConflictError, RowCountMismatchError
 from airflow_bulkload.s3io import open_s3_stream, s3_region
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
@@ -103,11 +105,16 @@ class BulkLoadHook(BaseHook):
         load_id: str = "",
         columns: list[str] | None = None,
         file_format: FileFormat | dict[str, Any] | None = None,
+        max_concurrent_loads: int | None = None,
+        slot_wait_timeout: float = 6 * 3600,
     ) -> ChunkResult:
         """Load one chunk in one transaction: claim it in the ledger, skip it if already committed,
         load, check the row count against the manifest, record it, commit.
 
         A retry after a commit is a no-op; a failure leaves nothing of the chunk behind.
+        With ``max_concurrent_loads``, the load first waits for one of that many per-table load
+        slots held on the database server, so no more chunks load into the table at once,
+        whichever workers, DAG runs or DAGs they come from.
         """
         if method not in LOAD_METHODS:
             raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
@@ -119,7 +126,10 @@ class BulkLoadHook(BaseHook):
         with closing(self.get_conn()) as conn:
             dialect.ensure_state_schema(conn)
             ref = dialect.qualified_name(conn, dialect.table_ref(table))
-            with dialect.transaction(conn):
+            with (
+                self._load_slot(conn, ref, max_concurrent_loads, slot_wait_timeout),
+                dialect.transaction(conn),
+            ):
                 existing = dialect.claim_chunk(conn, ref, spec)
                 if existing is not None:
                     if existing.checksum != spec.checksum:
@@ -169,3 +179,41 @@ class BulkLoadHook(BaseHook):
             nbytes / 1e6 / result.seconds if result.seconds else 0.0,
         )
         return result
+
+    @contextmanager
+    def _load_slot(
+        self, conn: Any, table: TableRef, slots: int | None, timeout: float
+    ) -> Iterator[int | None]:
+        """Hold one of ``slots`` server-side load slots of ``table`` for the block."""
+        if not slots:
+            yield None
+            return
+        if slots < 1:
+            raise ValueError(f"max_concurrent_loads must be at least 1, got {slots}")
+        dialect = self.dialect
+        deadline = time.monotonic() + timeout
+        waited = False
+        while True:
+            slot = next(
+                (n for n in range(slots) if dialect.try_acquire_load_slot(conn, table, n)), None
+            )
+            conn.commit()  # the slot is session-scoped; the load's transaction starts afresh
+            if slot is not None:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"no free load slot for {table} after {timeout:.0f} s: {slots} other loads "
+                    "still hold them"
+                )
+            if not waited:
+                self.log.info("%s: all %d load slots are busy; waiting for one", table, slots)
+                waited = True
+            time.sleep(1 + random.random())
+        try:
+            yield slot
+        finally:
+            try:
+                dialect.release_load_slot(conn, table, slot)
+                conn.commit()
+            except Exception:  # the server frees it with the session anyway
+                self.log.warning("could not release load slot %d of %s", slot, table)

@@ -32,6 +32,10 @@ class LoadChunkOperator(BaseOperator):
     :param columns: target columns in file order; default: the chunk's columns, else all columns.
     :param file_format: override the chunk's format (dict of FileFormat fields).
     :param load_id: recorded in the ledger; defaults to ``dag_id/run_id``.
+    :param max_concurrent_loads: at most this many chunks load into ``table`` at once, enforced
+        by load slots held on the database server (so it holds across workers, runs and DAGs,
+        and a killed worker's slot frees itself). Templated: the pipeline passes the pre-flight
+        plan's parallelism. ``None``: no limit beyond Airflow's own.
     """
 
     template_fields: Sequence[str] = (
@@ -55,6 +59,7 @@ class LoadChunkOperator(BaseOperator):
         columns: list[str] | None = None,
         file_format: dict[str, Any] | None = None,
         load_id: str | None = None,
+        max_concurrent_loads: int | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -68,6 +73,7 @@ class LoadChunkOperator(BaseOperator):
         self.columns = columns
         self.file_format = file_format
         self.load_id = load_id
+        self.max_concurrent_loads = max_concurrent_loads
 
     def execute(self, context: Context) -> dict[str, Any]:
         spec = ChunkSpec.from_dict(self.chunk)
@@ -80,5 +86,8 @@ class LoadChunkOperator(BaseOperator):
             load_id=load_id,
             columns=self.columns,
             file_format=FileFormat.from_dict(self.file_format) if self.file_format else None,
+            max_concurrent_loads=int(self.max_concurrent_loads)
+            if self.max_concurrent_loads not in (None, "", "None")
+            else None,
         )
         return result.to_dict()
