@@ -1,0 +1,141 @@
+"""LoadReportOperator: one summary of a table's load: per-chunk results and time per stage."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+#: XCom keys the pipeline's timing hooks push on every stage task
+STARTED_AT_KEY = "bulkload_started_at"
+ENDED_AT_KEY = "bulkload_ended_at"
+
+
+def record_start(context: Context) -> None:
+    """``pre_execute`` hook: note when a stage task started (for the load report)."""
+    context["ti"].xcom_push(key=STARTED_AT_KEY, value=datetime.now(UTC).timestamp())
+
+
+def record_end(context: Context, result: Any = None) -> None:
+    """``post_execute`` hook: note when a stage task ended (for the load report)."""
+    context["ti"].xcom_push(key=ENDED_AT_KEY, value=datetime.now(UTC).timestamp())
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    try:  # a mapped task's pull is a lazy sequence
+        return list(value)
+    except TypeError:
+        return [value]
+
+
+def stage_seconds(starts: Sequence[float | None], ends: Sequence[float | None]) -> float | None:
+    """Wall time of a stage from its tasks' start/end marks: first start to last end."""
+    started = [s for s in starts if s is not None]
+    ended = [e for e in ends if e is not None]
+    if not started or not ended:
+        return None
+    return max(0.0, max(ended) - min(started))
+
+
+def summarize(
+    table: str, chunk_results: Sequence[Mapping[str, Any]], stages: Mapping[str, float | None]
+) -> dict[str, Any]:
+    """The report's numbers: totals over the chunk results and each stage's wall time."""
+    loaded = [r for r in chunk_results if not r.get("skipped")]
+    rows = sum(int(r.get("rows") or 0) for r in chunk_results)
+    nbytes = sum(int(r.get("bytes") or 0) for r in chunk_results)
+    load_seconds = stages.get("load")
+    return {
+        "table": table,
+        "chunks": len(chunk_results),
+        "chunks_loaded": len(loaded),
+        "chunks_skipped": len(chunk_results) - len(loaded),
+        "rows": rows,
+        "bytes": nbytes,
+        "rows_per_second": round(rows / load_seconds, 1) if load_seconds else None,
+        "stage_seconds": {k: (round(v, 3) if v is not None else None) for k, v in stages.items()},
+        "total_seconds": round(sum(v for v in stages.values() if v is not None), 3),
+    }
+
+
+def markdown_report(summary: Mapping[str, Any], chunk_results: Sequence[Mapping[str, Any]]) -> str:
+    """The report as markdown tables, for the task log."""
+    lines = [
+        f"### Bulk load of {summary['table']}",
+        "",
+        f"{summary['rows']:,} rows, {summary['bytes'] / 1e6:,.1f} MB in {summary['chunks']} "
+        f"chunks ({summary['chunks_loaded']} loaded, {summary['chunks_skipped']} already loaded)"
+        + (
+            f", {summary['rows_per_second']:,.0f} rows/s during the load stage"
+            if summary.get("rows_per_second")
+            else ""
+        ),
+        "",
+        "| stage | seconds |",
+        "| --- | ---: |",
+    ]
+    for stage, seconds in summary["stage_seconds"].items():
+        lines.append(f"| {stage} | {'-' if seconds is None else f'{seconds:.2f}'} |")
+    lines += [
+        "",
+        "| chunk | rows | MB | seconds | rows/s | skipped |",
+        "| --- | ---: | ---: | ---: | ---: | --- |",
+    ]
+    for r in chunk_results:
+        lines.append(
+            f"| {str(r.get('uri', '')).rsplit('/', 1)[-1]} | {int(r.get('rows') or 0):,} "
+            f"| {int(r.get('bytes') or 0) / 1e6:.1f} | {float(r.get('seconds') or 0):.2f} "
+            f"| {float(r.get('rows_per_second') or 0):,.0f} | {bool(r.get('skipped'))} |"
+        )
+    return "\n".join(lines)
+
+
+class LoadReportOperator(BaseOperator):
+    """Collect a table load's per-chunk results and stage timings into one summary.
+
+    The summary goes to XCom (rows, bytes, chunks loaded/skipped, rows/s, seconds per stage) and
+    to the task log as markdown tables.
+
+    :param table: the table the load was for (named in the report).
+    :param load_task_id: the mapped chunk-load task whose results are summed.
+    :param stage_task_ids: report name -> task id, in pipeline order; each task's start/end marks
+        (pushed by :func:`record_start`/:func:`record_end`) give the stage's wall time.
+    """
+
+    template_fields: Sequence[str] = ("table",)
+    ui_color = "#e8f5e9"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        load_task_id: str,
+        stage_task_ids: Mapping[str, str],
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.load_task_id = load_task_id
+        self.stage_task_ids = dict(stage_task_ids)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        ti = context["ti"]
+        results = [
+            r
+            for r in _as_list(ti.xcom_pull(task_ids=self.load_task_id, map_indexes=None))
+            if isinstance(r, Mapping)
+        ]
+        stages: dict[str, float | None] = {}
+        for name, task_id in self.stage_task_ids.items():
+            starts = _as_list(ti.xcom_pull(task_ids=task_id, key=STARTED_AT_KEY, map_indexes=None))
+            ends = _as_list(ti.xcom_pull(task_ids=task_id, key=ENDED_AT_KEY, map_indexes=None))
+            stages[name] = stage_seconds(starts, ends)
+        summary = summarize(self.table, results, stages)
+        self.log.info("load report\n%s", markdown_report(summary, results))
+        return summary
