@@ -54,3 +54,11 @@ class RowCountMismatchError(ChunkLoadError):
 
 class ChunkConflictError(BulkLoadError):
     """The ledger holds this chunk key with a different checksum: the staged input changed."""
+
+
+class BulkModeRefusedError(BulkLoadError):
+    """Bulk mode cannot be entered as asked; nothing was changed. The message says what to do."""
+
+
+class BulkModeStateError(BulkLoadError):
+    """The instance or server is not in a state where bulk mode can be changed safely."""
