@@ -62,7 +62,9 @@ KNOWN_STATIC_SETTINGS = frozenset(
         "max_connections",
     }
 )
-_DOUBLEWRITE_OFF_VALUES = frozenset({"0", "off", "false", "no", "detect_only", "detect_and_recover"})
+_DOUBLEWRITE_OFF_VALUES = frozenset(
+    {"0", "off", "false", "no", "detect_only", "detect_and_recover"}
+)
 _SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,62}$")
 
 

@@ -250,3 +250,74 @@ class Dialect(abc.ABC):
     @abc.abstractmethod
     def describe_table(self, conn: Any, table: TableRef) -> TableInfo:
         """Read the table's columns, keys, indexes (with DDL), constraints, triggers and size."""
+
+
+# -- server settings and bulk-mode leases -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SavedSetting:
+    """A server setting bulk mode changed: what to put back, in which order.
+
+    ``original`` is engine-specific: PostgreSQL keeps the ``postgresql.auto.conf`` value (``None``:
+    not set there, restored with ``ALTER SYSTEM RESET``); MySQL keeps the global value.
+    """
+
+    name: str
+    original: str | None
+    position: int
+
+
+class ServerSettings(abc.ABC):
+    """One engine's SQL for bulk mode on a self-managed server: server-wide settings and the lease
+    and saved-settings state tables. Methods take an autocommit DB-API connection."""
+
+    @abc.abstractmethod
+    def ensure_state(self, conn: Any) -> None:
+        """Create the lease and saved-settings tables if missing."""
+
+    @abc.abstractmethod
+    def lock(self, conn: Any) -> AbstractContextManager[None]:
+        """Serialise bulk-mode enter/exit on this server for the block (session lock, released
+        by the server if the session dies)."""
+
+    @abc.abstractmethod
+    def leases(self, conn: Any) -> list[tuple[str, str, float]]:
+        """(token, holder, expires_at epoch) of every lease."""
+
+    @abc.abstractmethod
+    def put_lease(self, conn: Any, token: str, holder: str, expires_at: float) -> None:
+        """Insert or renew a lease."""
+
+    @abc.abstractmethod
+    def delete_leases(self, conn: Any, tokens: list[str]) -> None: ...
+
+    @abc.abstractmethod
+    def saved_settings(self, conn: Any) -> list[SavedSetting]:
+        """The saved originals, in the order they were changed."""
+
+    @abc.abstractmethod
+    def save_setting(self, conn: Any, name: str, position: int) -> None:
+        """Record the setting's current original (before any change); a no-op if recorded."""
+
+    @abc.abstractmethod
+    def forget_saved_settings(self, conn: Any) -> None: ...
+
+    @abc.abstractmethod
+    def check_setting(self, conn: Any, name: str) -> None:
+        """Raise BulkModeRefusedError when ``name`` is unknown or cannot change without a
+        restart."""
+
+    @abc.abstractmethod
+    def set_setting(self, conn: Any, name: str, value: str) -> None: ...
+
+    @abc.abstractmethod
+    def restore_setting(self, conn: Any, saved: SavedSetting) -> None: ...
+
+    @abc.abstractmethod
+    def apply(self, conn: Any) -> None:
+        """Make set/restored values effective for new sessions (PostgreSQL: reload and wait)."""
+
+    @abc.abstractmethod
+    def show(self, conn: Any, name: str) -> str:
+        """The value in effect now, as the server shows it."""

@@ -418,7 +418,9 @@ class RdsBulkModeBackend:
         info = self.parameters(group)
         static = self._check_parameters(settings, info, group)
         if not settings:
-            log.info("%s: no bulk settings for engine %s; nothing to change", ident, instance["Engine"])
+            log.info(
+                "%s: no bulk settings for engine %s; nothing to change", ident, instance["Engine"]
+            )
             return None
         strategy = self._choose_strategy(group)
         log.info("%s: entering bulk mode (%s) with %s", ident, strategy, settings)

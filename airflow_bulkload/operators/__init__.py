@@ -1,5 +1,6 @@
 """Operators, one per stage of a bulk load."""
 
+from airflow_bulkload.operators.bulk_mode import EnterBulkModeOperator, ExitBulkModeOperator
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
 
-__all__ = ["LoadChunkOperator"]
+__all__ = ["EnterBulkModeOperator", "ExitBulkModeOperator", "LoadChunkOperator"]

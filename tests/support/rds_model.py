@@ -57,7 +57,9 @@ def _group_family(backend: RDSBackend, name: str) -> str | None:
 
 def _users(backend: RDSBackend, group: str) -> list[DBInstance]:
     return [
-        db for db in backend.databases.values() if db.db_parameter_group_status_list[0]["DBParameterGroupName"] == group
+        db
+        for db in backend.databases.values()
+        if db.db_parameter_group_status_list[0]["DBParameterGroupName"] == group
     ]
 
 
@@ -98,7 +100,7 @@ def _check_modification(backend: RDSBackend, name: str, params: list[dict[str, A
             raise RDSClientError(
                 "InvalidParameterValue", f"Could not find parameter with name: {pname}"
             )
-        apply_type, data_type, modifiable, _ = known[pname]
+        apply_type, _data_type, modifiable, _ = known[pname]
         if not modifiable:
             raise RDSClientError("InvalidParameterValue", f"{pname} is not modifiable")
         if apply_type == "static" and p.get("ApplyMethod") == "immediate":
@@ -199,12 +201,18 @@ class RdsApplyModel:
 
         def describe_db_parameters(response: RDSResponse) -> ActionResult:
             name = response.params.get("DBParameterGroupName")
-            groups = response.backend.describe_db_parameter_groups({"db_parameter_group_name": name})
+            groups = response.backend.describe_db_parameter_groups(
+                {"db_parameter_group_name": name}
+            )
             if not groups:
-                raise RDSClientError("DBParameterGroupNotFound", f"DBParameterGroup not found: {name}")
+                raise RDSClientError(
+                    "DBParameterGroupNotFound", f"DBParameterGroup not found: {name}"
+                )
             group = groups[0]
             merged: dict[str, dict[str, Any]] = {}
-            for pname, (apply_type, data_type, modifiable, default) in catalog(group.family).items():
+            for pname, (apply_type, data_type, modifiable, default) in catalog(
+                group.family
+            ).items():
                 entry: dict[str, Any] = {
                     "ParameterName": pname,
                     "ApplyType": apply_type,
