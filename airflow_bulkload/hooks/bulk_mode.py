@@ -29,12 +29,14 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_bulkload.bulk_mode_policy import (
+    KNOWN_STATIC_SETTINGS,
     LeaseKey,
     check_reboot_policy,
     resolve_bulk_settings,
     ttl_seconds,
 )
 from airflow_bulkload.dialects.base import ServerSettings
+from airflow_bulkload.exceptions import BulkModeRefusedError
 from airflow_bulkload.hooks.rds_bulk_mode import RdsBulkModeBackend, WaitSpec
 
 log = logging.getLogger(__name__)
@@ -105,6 +107,13 @@ class SelfManagedBulkModeBackend:
             self.sql.ensure_state(conn)
             with self.sql.lock(conn):
                 for name in settings:
+                    if name in KNOWN_STATIC_SETTINGS:
+                        # some servers resize these online, but they are restart-class settings
+                        # (RDS treats them as static); bulk mode never touches them on a server
+                        raise BulkModeRefusedError(
+                            f"{name} is a restart-class setting; bulk mode changes only dynamic "
+                            "settings on a self-managed server"
+                        )
                     self.sql.check_setting(conn, name)
                 live = self._live_leases(conn, keep=key.token)
                 self.sql.put_lease(conn, key.token, key.describe(), self.clock() + ttl)
