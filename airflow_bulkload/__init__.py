@@ -27,6 +27,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_bulkload.operators.load_chunk",
                     "airflow_bulkload.operators.bulk_mode",
+                    "airflow_bulkload.operators.preflight",
                 ],
             }
         ],

@@ -13,6 +13,10 @@ class InvalidIdentifierError(BulkLoadError, ValueError):
     """A table/column/schema name that cannot be quoted safely (NUL byte, too long, empty)."""
 
 
+class TableNotFoundError(BulkLoadError, LookupError):
+    """The target table does not exist (or the connection's user cannot see it)."""
+
+
 class InvalidFileFormatError(BulkLoadError, ValueError):
     """File format options that are malformed or unsafe (e.g. a multi-character delimiter)."""
 
@@ -62,3 +66,7 @@ class BulkModeRefusedError(BulkLoadError):
 
 class BulkModeStateError(BulkLoadError):
     """The instance or server is not in a state where bulk mode can be changed safely."""
+
+
+class PreflightFailedError(BulkLoadError):
+    """Pre-flight found problems at a severity the DAG author chose to fail on."""

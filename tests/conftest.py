@@ -22,6 +22,7 @@ from tests.harness import (  # noqa: E402
     check_server,
     free_port,
     fresh_database,
+    install_aws_s3_stand_in,
     unavailable,
     unique_name,
 )
@@ -86,6 +87,13 @@ def s3_bucket(moto_server: MotoServer) -> str:
     name = unique_name("bl-test").replace("_", "-")
     moto_server.client("s3").create_bucket(Bucket=name)
     return name
+
+
+@pytest.fixture
+def pg_aws_s3(pg_db: TestDatabase, moto_server: MotoServer) -> TestDatabase:
+    """``pg_db`` with the test stand-in for RDS's ``aws_s3`` extension, reading from moto."""
+    install_aws_s3_stand_in(pg_db, moto_server)
+    return pg_db
 
 
 @pytest.fixture

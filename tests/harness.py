@@ -125,17 +125,17 @@ class TestDatabase:
         )
 
     def connect(self, **kwargs: Any) -> Any:
-        """A direct driver connection (psycopg 3 or MySQLdb), autocommit on."""
+        """A direct driver connection (psycopg 3 or MySQLdb), autocommit on unless told otherwise."""
         if self.engine == "postgres":
             import psycopg
 
+            kwargs.setdefault("autocommit", True)
             return psycopg.connect(
                 host=self.server.host,
                 port=self.server.port,
                 user=self.server.user,
                 password=self.server.password or None,
                 dbname=self.name,
-                autocommit=True,
                 **kwargs,
             )
         import MySQLdb
@@ -254,3 +254,86 @@ class MotoServer:
         import requests
 
         requests.post(f"{self.endpoint_url}/moto-api/reset", timeout=10)
+
+
+AWS_S3_STAND_IN_SQL = REPO_ROOT / "tests" / "fixtures" / "aws_s3_stand_in.sql"
+
+
+def install_aws_s3_stand_in(db: TestDatabase, moto: MotoServer) -> None:
+    """Install the test stand-in for RDS's ``aws_s3`` extension into ``db``, pointed at ``moto``.
+
+    The server fetches objects itself (``COPY ... FROM PROGRAM 'curl --aws-sigv4 ...'``), so the
+    exact SQL a load sends to ``aws_s3.table_import_from_s3`` runs on the real server.
+    """
+    with closing(db.connect()) as conn:
+        conn.execute(AWS_S3_STAND_IN_SQL.read_text())
+        conn.execute(
+            "INSERT INTO aws_s3.stand_in_settings (endpoint_url, access_key, secret_key)"
+            " VALUES (%s, %s, %s) ON CONFLICT (only_row) DO UPDATE"
+            " SET endpoint_url = EXCLUDED.endpoint_url, access_key = EXCLUDED.access_key,"
+            " secret_key = EXCLUDED.secret_key",
+            (
+                moto.endpoint_url,
+                os.environ["AWS_ACCESS_KEY_ID"],
+                os.environ["AWS_SECRET_ACCESS_KEY"],
+            ),
+        )
+
+
+def put_chunk(
+    moto: MotoServer,
+    bucket: str,
+    key: str,
+    data: bytes,
+    *,
+    rows: int | None = None,
+    compression: str = "gzip",
+    content_encoding: bool = True,
+    file_format: dict[str, Any] | None = None,
+    columns: list[str] | None = None,
+    truncate_to: int | None = None,
+) -> dict[str, Any]:
+    """Store ``data`` as a staged chunk (gzipped unless ``compression="none"``) and return its
+    manifest entry. Gzip objects carry ``Content-Encoding: gzip`` unless told otherwise, as
+    staging writes them (RDS's aws_s3 decompresses only those). ``truncate_to`` cuts the stored
+    object to that many bytes, to fake a broken upload."""
+    import gzip
+    import hashlib
+
+    body = gzip.compress(data, mtime=0, compresslevel=1) if compression == "gzip" else data
+    if truncate_to is not None:
+        body = body[:truncate_to]
+    extra = {"ContentEncoding": "gzip"} if compression == "gzip" and content_encoding else {}
+    moto.client("s3").put_object(Bucket=bucket, Key=key, Body=body, **extra)
+    return {
+        "uri": f"s3://{bucket}/{key}",
+        "checksum": hashlib.sha256(body).hexdigest(),
+        "rows": rows,
+        "bytes": len(body),
+        "raw_bytes": len(data),
+        "compression": compression,
+        "file_format": file_format or {},
+        "columns": columns,
+    }
+
+
+def register_dag(dag: Any) -> None:
+    """Write a DAG defined in a test to the metadata DB, as the DAG processor would, so that
+    ``dag.test()`` (which only runs serialized DAGs) accepts it."""
+    from airflow import settings
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+
+    session = settings.Session()
+    try:
+        manager = DagBundlesManager()
+        manager.sync_bundles_to_db(session=session)
+        session.commit()
+        bundle_name = next(iter(manager.get_all_dag_bundles())).name
+        update_dag_parsing_results_in_db(
+            bundle_name, None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session
+        )
+        session.commit()
+    finally:
+        session.close()

@@ -5,8 +5,12 @@ from __future__ import annotations
 from airflow_bulkload.dialects.base import Dialect, TableInfo, TableRef
 
 
-def dialect_for(conn_type: str) -> Dialect:
-    """The dialect for an Airflow connection type (``postgres``/``mysql`` and their aliases)."""
+def dialect_for(conn_type: str, *, state_schema: str | None = None) -> Dialect:
+    """The dialect for an Airflow connection type (``postgres``/``mysql`` and their aliases).
+
+    ``state_schema``: where the ``bulkload_*`` state tables live (MySQL: a database; default the
+    connection's).
+    """
     kind = conn_type.lower()
     if kind in ("postgres", "postgresql", "aurora-postgresql"):
         from airflow_bulkload.dialects.postgres import PostgresDialect
@@ -15,7 +19,7 @@ def dialect_for(conn_type: str) -> Dialect:
     if kind in ("mysql", "mariadb", "aurora-mysql"):
         from airflow_bulkload.dialects.mysql import MySqlDialect
 
-        return MySqlDialect()
+        return MySqlDialect(state_database=state_schema)
     raise ValueError(f"no bulk-load dialect for connection type {conn_type!r} (postgres or mysql)")
 
 

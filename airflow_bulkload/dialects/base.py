@@ -113,6 +113,9 @@ class IndexInfo:
     is_unique: bool = False
     is_primary: bool = False
     constraint_name: str | None = None  # set when the index backs a PK/UNIQUE constraint
+    method: str | None = None  # access method: btree, hash, gin, ... (engine's name)
+    predicate: str | None = None  # WHERE clause of a partial index
+    is_valid: bool = True  # False for an index left invalid by a failed concurrent build
 
 
 @dataclass(frozen=True)
@@ -251,8 +254,82 @@ class Dialect(abc.ABC):
     def describe_table(self, conn: Any, table: TableRef) -> TableInfo:
         """Read the table's columns, keys, indexes (with DDL), constraints, triggers and size."""
 
+    # -- pre-flight reads -------------------------------------------------------------------------
+    @abc.abstractmethod
+    def server_facts(self, conn: Any) -> ServerFacts:
+        """Read the server settings pre-flight advice needs (version, ``local_infile``, the
+        ``aws_s3`` extension, the Aurora S3 role, doublewrite). Read-only; a setting the server
+        does not have or the user may not read is ``None``."""
 
-# -- server settings and bulk-mode leases -----------------------------------------------------------
+    # -- server settings and bulk-mode leases (self-managed servers) ------------------------------
+    # Bulk mode's server-wide settings and its lease/saved-settings tables (created by
+    # ensure_state_schema). Methods take an autocommit connection; each change is durable at once.
+    @abc.abstractmethod
+    def bulk_mode_lock(self, conn: Any) -> AbstractContextManager[None]:
+        """Serialise bulk-mode enter/exit on this server for the block (a session lock the server
+        drops if the session dies)."""
+
+    @abc.abstractmethod
+    def bulk_mode_leases(self, conn: Any) -> list[tuple[str, str, float]]:
+        """(token, holder, expires_at epoch seconds) of every lease."""
+
+    @abc.abstractmethod
+    def put_bulk_mode_lease(self, conn: Any, token: str, holder: str, expires_at: float) -> None:
+        """Insert or renew a lease."""
+
+    @abc.abstractmethod
+    def delete_bulk_mode_leases(self, conn: Any, tokens: list[str]) -> None:
+        """Remove these leases (missing ones are ignored)."""
+
+    @abc.abstractmethod
+    def saved_server_settings(self, conn: Any) -> list[SavedSetting]:
+        """The saved originals, in the order they were changed."""
+
+    @abc.abstractmethod
+    def save_server_setting(self, conn: Any, name: str, position: int) -> None:
+        """Record the setting's original before changing it; a no-op if already recorded."""
+
+    @abc.abstractmethod
+    def forget_saved_server_settings(self, conn: Any) -> None:
+        """Drop every saved original (after a complete restore)."""
+
+    @abc.abstractmethod
+    def check_server_setting(self, conn: Any, name: str) -> None:
+        """Raise BulkModeRefusedError when ``name`` is unknown or changes only with a restart."""
+
+    @abc.abstractmethod
+    def set_server_setting(self, conn: Any, name: str, value: str) -> None:
+        """Set a server-wide value (PostgreSQL ALTER SYSTEM, MySQL SET GLOBAL)."""
+
+    @abc.abstractmethod
+    def restore_server_setting(self, conn: Any, saved: SavedSetting) -> None:
+        """Put a saved original back."""
+
+    @abc.abstractmethod
+    def apply_server_settings(self, conn: Any) -> None:
+        """Make set/restored values effective for new sessions (PostgreSQL: reload and wait)."""
+
+    @abc.abstractmethod
+    def show_server_setting(self, conn: Any, name: str) -> str:
+        """The server-wide value in effect now, as the server shows it."""
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """Server settings pre-flight advice reads besides the table (``None``: could not be read).
+
+    ``s3_role`` is the role Aurora MySQL's ``LOAD DATA FROM S3`` uses
+    (``aurora_load_from_s3_role`` or ``aws_default_s3_role``), empty when unset.
+    """
+
+    engine: str
+    version: str = ""
+    local_infile: bool | None = None
+    aws_s3_installed: bool | None = None
+    aws_s3_available: bool | None = None
+    s3_role: str | None = None
+    innodb_doublewrite: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -266,58 +343,3 @@ class SavedSetting:
     name: str
     original: str | None
     position: int
-
-
-class ServerSettings(abc.ABC):
-    """One engine's SQL for bulk mode on a self-managed server: server-wide settings and the lease
-    and saved-settings state tables. Methods take an autocommit DB-API connection."""
-
-    @abc.abstractmethod
-    def ensure_state(self, conn: Any) -> None:
-        """Create the lease and saved-settings tables if missing."""
-
-    @abc.abstractmethod
-    def lock(self, conn: Any) -> AbstractContextManager[None]:
-        """Serialise bulk-mode enter/exit on this server for the block (session lock, released
-        by the server if the session dies)."""
-
-    @abc.abstractmethod
-    def leases(self, conn: Any) -> list[tuple[str, str, float]]:
-        """(token, holder, expires_at epoch) of every lease."""
-
-    @abc.abstractmethod
-    def put_lease(self, conn: Any, token: str, holder: str, expires_at: float) -> None:
-        """Insert or renew a lease."""
-
-    @abc.abstractmethod
-    def delete_leases(self, conn: Any, tokens: list[str]) -> None: ...
-
-    @abc.abstractmethod
-    def saved_settings(self, conn: Any) -> list[SavedSetting]:
-        """The saved originals, in the order they were changed."""
-
-    @abc.abstractmethod
-    def save_setting(self, conn: Any, name: str, position: int) -> None:
-        """Record the setting's current original (before any change); a no-op if recorded."""
-
-    @abc.abstractmethod
-    def forget_saved_settings(self, conn: Any) -> None: ...
-
-    @abc.abstractmethod
-    def check_setting(self, conn: Any, name: str) -> None:
-        """Raise BulkModeRefusedError when ``name`` is unknown or cannot change without a
-        restart."""
-
-    @abc.abstractmethod
-    def set_setting(self, conn: Any, name: str, value: str) -> None: ...
-
-    @abc.abstractmethod
-    def restore_setting(self, conn: Any, saved: SavedSetting) -> None: ...
-
-    @abc.abstractmethod
-    def apply(self, conn: Any) -> None:
-        """Make set/restored values effective for new sessions (PostgreSQL: reload and wait)."""
-
-    @abc.abstractmethod
-    def show(self, conn: Any, name: str) -> str:
-        """The value in effect now, as the server shows it."""

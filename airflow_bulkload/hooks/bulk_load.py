@@ -11,7 +11,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_bulkload.dialects import Dialect, dialect_for
-from airflow_bulkload.dialects.base import LedgerEntry, TableInfo
+from airflow_bulkload.dialects.base import LedgerEntry, ServerFacts, TableInfo
 from airflow_bulkload.exceptions import ChunkConflictError, RowCountMismatchError
 from airflow_bulkload.s3io import open_s3_stream, s3_region
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
@@ -44,6 +44,8 @@ class BulkLoadHook(BaseHook):
     """Loads staged chunks into a table exactly once, through the engine's fastest path.
 
     :param conn_id: an Airflow connection of type ``postgres`` or ``mysql``; the dialect follows it.
+        Its extra ``bulkload_state_schema`` names where the state tables live (MySQL: a database;
+        default the connection's).
     :param aws_conn_id: the AWS connection used to read chunks from S3 (``client`` method) and to
         know the region (server-side methods).
     """
@@ -64,7 +66,8 @@ class BulkLoadHook(BaseHook):
 
     @cached_property
     def dialect(self) -> Dialect:
-        return dialect_for(self.connection_type)
+        extra = self.get_connection(self.conn_id).extra_dejson
+        return dialect_for(self.connection_type, state_schema=extra.get("bulkload_state_schema"))
 
     def get_conn(self) -> Any:
         """A new DB-API connection (psycopg 3 or MySQLdb) with autocommit off; the caller closes it."""
@@ -85,6 +88,11 @@ class BulkLoadHook(BaseHook):
         with closing(self.get_conn()) as conn:
             ref = self.dialect.qualified_name(conn, self.dialect.table_ref(table))
             return self.dialect.describe_table(conn, ref)
+
+    def server_facts(self) -> ServerFacts:
+        """The server settings pre-flight advice reads (see :meth:`Dialect.server_facts`)."""
+        with closing(self.get_conn()) as conn:
+            return self.dialect.server_facts(conn)
 
     def load_chunk(
         self,

@@ -35,7 +35,7 @@ from airflow_bulkload.bulk_mode_policy import (
     resolve_bulk_settings,
     ttl_seconds,
 )
-from airflow_bulkload.dialects.base import ServerSettings
+from airflow_bulkload.dialects import Dialect, dialect_for
 from airflow_bulkload.exceptions import BulkModeRefusedError
 from airflow_bulkload.hooks.rds_bulk_mode import RdsBulkModeBackend, WaitSpec
 
@@ -68,14 +68,8 @@ class SelfManagedBulkModeBackend:
         raise ValueError(f"bulk mode needs a postgres or mysql connection, got {conn_type!r}")
 
     @cached_property
-    def sql(self) -> ServerSettings:
-        if self.engine == "postgres":
-            from airflow_bulkload.dialects._settings_postgres import PostgresServerSettings
-
-            return PostgresServerSettings()
-        from airflow_bulkload.dialects._settings_mysql import MySqlServerSettings
-
-        return MySqlServerSettings()
+    def sql(self) -> Dialect:
+        return dialect_for(self.engine)
 
     def connect(self) -> Any:
         """An autocommit connection: ALTER SYSTEM cannot run in a transaction, and each state
@@ -94,18 +88,18 @@ class SelfManagedBulkModeBackend:
 
     def _live_leases(self, conn: Any, keep: str | None = None) -> list[tuple[str, str, float]]:
         now = self.clock()
-        leases = self.sql.leases(conn)
+        leases = self.sql.bulk_mode_leases(conn)
         expired = [lease for lease in leases if lease[2] <= now and lease[0] != keep]
         for _token, holder, _ in expired:
             log.warning("bulk mode on %s: lease of %s expired; dropping it", self.conn_id, holder)
-        self.sql.delete_leases(conn, [lease[0] for lease in expired])
+        self.sql.delete_bulk_mode_leases(conn, [lease[0] for lease in expired])
         return [lease for lease in leases if lease not in expired]
 
     def enter(self, key: LeaseKey, ttl: float) -> None:
         settings = resolve_bulk_settings(self.engine, self.setting_overrides, rds=False)
         with closing(self.connect()) as conn:
-            self.sql.ensure_state(conn)
-            with self.sql.lock(conn):
+            self.sql.ensure_state_schema(conn)
+            with self.sql.bulk_mode_lock(conn):
                 for name in settings:
                     if name in KNOWN_STATIC_SETTINGS:
                         # some servers resize these online, but they are restart-class settings
@@ -114,10 +108,10 @@ class SelfManagedBulkModeBackend:
                             f"{name} is a restart-class setting; bulk mode changes only dynamic "
                             "settings on a self-managed server"
                         )
-                    self.sql.check_setting(conn, name)
+                    self.sql.check_server_setting(conn, name)
                 live = self._live_leases(conn, keep=key.token)
-                self.sql.put_lease(conn, key.token, key.describe(), self.clock() + ttl)
-                saved = {s.name: s for s in self.sql.saved_settings(conn)}
+                self.sql.put_bulk_mode_lease(conn, key.token, key.describe(), self.clock() + ttl)
+                saved = {s.name: s for s in self.sql.saved_server_settings(conn)}
                 others = [lease for lease in live if lease[0] != key.token]
                 changes = {n: v for n, v in settings.items() if n not in saved}
                 if others:
@@ -126,31 +120,31 @@ class SelfManagedBulkModeBackend:
                 for name, value in changes.items():
                     position += 1
                     # saved first: dying after this line still leaves exit what to put back
-                    self.sql.save_setting(conn, name, position)
-                    self.sql.set_setting(conn, name, value)
+                    self.sql.save_server_setting(conn, name, position)
+                    self.sql.set_server_setting(conn, name, value)
                 if changes:
-                    self.sql.apply(conn)
+                    self.sql.apply_server_settings(conn)
                 log.info(
                     "%s: in bulk mode (%s); now %s",
                     self.conn_id,
                     key.describe(),
-                    {n: self.sql.show(conn, n) for n in settings},
+                    {n: self.sql.show_server_setting(conn, n) for n in settings},
                 )
 
     def renew(self, key: LeaseKey, ttl: float) -> bool:
         with closing(self.connect()) as conn:
-            self.sql.ensure_state(conn)
-            with self.sql.lock(conn):
-                if not any(lease[0] == key.token for lease in self.sql.leases(conn)):
+            self.sql.ensure_state_schema(conn)
+            with self.sql.bulk_mode_lock(conn):
+                if not any(lease[0] == key.token for lease in self.sql.bulk_mode_leases(conn)):
                     return False
-                self.sql.put_lease(conn, key.token, key.describe(), self.clock() + ttl)
+                self.sql.put_bulk_mode_lease(conn, key.token, key.describe(), self.clock() + ttl)
                 return True
 
     def exit(self, key: LeaseKey) -> None:
         with closing(self.connect()) as conn:
-            self.sql.ensure_state(conn)
-            with self.sql.lock(conn):
-                self.sql.delete_leases(conn, [key.token])
+            self.sql.ensure_state_schema(conn)
+            with self.sql.bulk_mode_lock(conn):
+                self.sql.delete_bulk_mode_leases(conn, [key.token])
                 live = self._live_leases(conn)
                 if live:
                     log.info(
@@ -160,19 +154,19 @@ class SelfManagedBulkModeBackend:
                         ", ".join(lease[1] for lease in live),
                     )
                     return
-                saved = self.sql.saved_settings(conn)
+                saved = self.sql.saved_server_settings(conn)
                 if not saved:
                     log.info("%s: not in bulk mode; nothing to restore", self.conn_id)
                     return
                 for setting in reversed(saved):
-                    self.sql.restore_setting(conn, setting)
-                self.sql.apply(conn)
+                    self.sql.restore_server_setting(conn, setting)
+                self.sql.apply_server_settings(conn)
                 # forget only after the restore took: dying before this means a later exit redoes it
-                self.sql.forget_saved_settings(conn)
+                self.sql.forget_saved_server_settings(conn)
                 log.info(
                     "%s: bulk mode exited; restored %s",
                     self.conn_id,
-                    {s.name: self.sql.show(conn, s.name) for s in saved},
+                    {s.name: self.sql.show_server_setting(conn, s.name) for s in saved},
                 )
 
 

@@ -2,5 +2,11 @@
 
 from airflow_bulkload.operators.bulk_mode import EnterBulkModeOperator, ExitBulkModeOperator
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
+from airflow_bulkload.operators.preflight import PreflightCheckOperator
 
-__all__ = ["EnterBulkModeOperator", "ExitBulkModeOperator", "LoadChunkOperator"]
+__all__ = [
+    "EnterBulkModeOperator",
+    "ExitBulkModeOperator",
+    "LoadChunkOperator",
+    "PreflightCheckOperator",
+]

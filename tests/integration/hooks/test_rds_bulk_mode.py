@@ -102,14 +102,22 @@ def test_the_model_shows_the_reboot_trap(rds: Any) -> None:
     assert group_status(rds) == ("other", "in-sync")
     rds.modify_db_parameter_group(
         DBParameterGroupName="other",
-        Parameters=[{"ParameterName": "work_mem", "ParameterValue": "8192", "ApplyMethod": "immediate"}],
+        Parameters=[
+            {"ParameterName": "work_mem", "ParameterValue": "8192", "ApplyMethod": "immediate"}
+        ],
     )
     assert group_status(rds) == ("other", "applying")
     assert group_status(rds) == ("other", "in-sync")
     with pytest.raises(rds.exceptions.ClientError, match="static"):
         rds.modify_db_parameter_group(
             DBParameterGroupName="other",
-            Parameters=[{"ParameterName": "shared_buffers", "ParameterValue": "1", "ApplyMethod": "immediate"}],
+            Parameters=[
+                {
+                    "ParameterName": "shared_buffers",
+                    "ParameterValue": "1",
+                    "ApplyMethod": "immediate",
+                }
+            ],
         )
 
 
@@ -168,7 +176,7 @@ def test_default_group_is_refused_with_what_to_do(rds: Any) -> None:
     make_instance(rds, group=None)
     name, _ = group_status(rds)
     assert name.startswith("default.")
-    with pytest.raises(BulkModeRefusedError, match="default parameter group.*copy"):
+    with pytest.raises(BulkModeRefusedError, match=r"default parameter group.*copy"):
         BulkModeHook(db_instance_identifier="db1").enter(KEY)
     assert not [k for k in tags(rds, name) if k.startswith("bulkload:")]
 
@@ -226,7 +234,7 @@ def test_static_parameter_without_reboot_policy_is_refused(rds: Any) -> None:
     hook = BulkModeHook(
         db_instance_identifier="db1", settings={"innodb_log_file_size": "1073741824"}
     )
-    with pytest.raises(BulkModeRefusedError, match="innodb_log_file_size.*reboot"):
+    with pytest.raises(BulkModeRefusedError, match=r"innodb_log_file_size.*reboot"):
         hook.enter(KEY)
     assert values(rds, "custom-my") == before
 

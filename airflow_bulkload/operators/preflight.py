@@ -1,0 +1,265 @@
+"""PreflightCheckOperator: before loading, what will make the load slow or risky, and why."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_bulkload.advice import (
+    InputSummary,
+    LoadOptions,
+    PreflightInputs,
+    PreflightReport,
+    Severity,
+    evaluate,
+)
+from airflow_bulkload.advice.models import AUTO, FailOn, LoadPlan, failing_severities
+from airflow_bulkload.exceptions import PreflightFailedError
+from airflow_bulkload.hooks.bulk_load import LOAD_METHODS, BulkLoadHook
+from airflow_bulkload.staging.manifest import Manifest, parse_s3_uri
+
+
+class PreflightCheckOperator(BaseOperator):
+    """Read the target table (and, when given, the staged input and the RDS instance) and report
+    what will make the load slow or risky, each finding with the measured effect it rests on, plus
+    a recommended plan (parallelism, drop indexes, sort, chunk size).
+
+    The report (``findings`` + ``plan``, see :class:`~airflow_bulkload.advice.PreflightReport`) is
+    returned to XCom and logged as a table. The pipeline uses ``plan`` for every knob left on
+    ``"auto"``. The task fails when a finding has a severity listed by ``fail_on``; the report is
+    pushed under the XCom key ``report`` first, so it can be read even then.
+
+    :param table: the target table, ``schema.table`` (PostgreSQL) or ``db.table``/``table`` (MySQL).
+    :param conn_id: a ``postgres`` or ``mysql`` connection; the dialect follows its type.
+    :param aws_conn_id: AWS connection for the manifest in S3 and the RDS API.
+    :param manifest: the staged input: an ``s3://.../manifest.json`` URI, a manifest dict, or the
+        staging task's list of chunk dicts. Optional.
+    :param input_bytes: an estimate of the input size (stored bytes) when nothing is staged yet.
+    :param input_rows: an estimate of the input's row count, with ``input_bytes``.
+    :param sorted_by: the columns the input is known to be sorted by (with ``input_bytes``).
+    :param db_instance_identifier: the RDS instance behind ``conn_id``, to judge class, storage,
+        maintenance window and parameter groups.
+    :param db_cluster_identifier: the Aurora cluster behind ``conn_id`` (its writer is read).
+    :param region_name: the AWS region of the instance; default: the AWS connection's.
+    :param vcpus: the server's vCPU count, for a self-managed server (overrides the instance class).
+    :param method: the load method the load will use: ``client``, ``rds_s3`` or ``aurora_s3``.
+    :param parallelism: the load's parallelism, or ``"auto"`` for the recommendation.
+    :param drop_indexes: whether the load drops secondary indexes, or ``"auto"``.
+    :param sort: whether staging sorts by the primary key, or ``"auto"``.
+    :param chunk_size: the staging chunk size in bytes, or ``"auto"``.
+    :param load_start: when the load starts (datetime or ISO 8601 text, UTC if naive); default:
+        when this task runs.
+    :param expected_duration: how long the load is expected to take (``timedelta`` or minutes),
+        to check against the maintenance window.
+    :param bulk_mode: whether the load will put the instance in bulk mode (makes a default
+        parameter group a warning rather than information).
+    :param fail_on: the severities that fail the task: ``"error"`` (default), ``"warn"`` (warn and
+        error), ``"info"`` (any finding), a list of severities, or ``None`` (never fail).
+    :param ignore_rules: rule ids whose findings are dropped (e.g. ``["triggers"]``).
+    """
+
+    template_fields: Sequence[str] = (
+        "table",
+        "manifest",
+        "input_bytes",
+        "input_rows",
+        "sorted_by",
+        "db_instance_identifier",
+        "db_cluster_identifier",
+        "vcpus",
+        "method",
+        "parallelism",
+        "drop_indexes",
+        "sort",
+        "chunk_size",
+        "load_start",
+        "fail_on",
+        "ignore_rules",
+    )
+    ui_color = "#fff4d6"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        conn_id: str,
+        aws_conn_id: str | None = "aws_default",
+        manifest: str | Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        input_bytes: int | str | None = None,
+        input_rows: int | str | None = None,
+        sorted_by: Sequence[str] | None = None,
+        db_instance_identifier: str | None = None,
+        db_cluster_identifier: str | None = None,
+        region_name: str | None = None,
+        vcpus: int | str | None = None,
+        method: str = "client",
+        parallelism: int | str = AUTO,
+        drop_indexes: bool | str = AUTO,
+        sort: bool | str = AUTO,
+        chunk_size: int | str = AUTO,
+        load_start: datetime | str | None = None,
+        expected_duration: timedelta | int = timedelta(hours=1),
+        bulk_mode: bool = True,
+        fail_on: FailOn = "error",
+        ignore_rules: Sequence[str] = (),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if method not in LOAD_METHODS and "{{" not in method:
+            raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
+        if isinstance(fail_on, str) and "{{" not in fail_on:
+            failing_severities(fail_on)  # refuse a typo at parse time, not at run time
+        self.table = table
+        self.conn_id = conn_id
+        self.aws_conn_id = aws_conn_id
+        self.manifest = manifest
+        self.input_bytes = input_bytes
+        self.input_rows = input_rows
+        self.sorted_by = sorted_by
+        self.db_instance_identifier = db_instance_identifier
+        self.db_cluster_identifier = db_cluster_identifier
+        self.region_name = region_name
+        self.vcpus = vcpus
+        self.method = method
+        self.parallelism = parallelism
+        self.drop_indexes = drop_indexes
+        self.sort = sort
+        self.chunk_size = chunk_size
+        self.load_start = load_start
+        self.expected_duration = expected_duration
+        self.bulk_mode = bulk_mode
+        self.fail_on = fail_on
+        self.ignore_rules = ignore_rules
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
+        table_info = hook.describe_table(self.table)
+        server = hook.server_facts()
+        self.log.info(
+            "%s: %d columns, primary key %s, %d secondary index(es), %d trigger(s), ~%d rows, "
+            "%.1f MB; server %s %s",
+            table_info.table,
+            len(table_info.columns),
+            table_info.primary_key or "none",
+            len(table_info.secondary_indexes),
+            len(table_info.triggers),
+            table_info.estimated_rows,
+            table_info.size_bytes / 1e6,
+            server.engine,
+            server.version,
+        )
+        instance = None
+        if self.db_instance_identifier or self.db_cluster_identifier:
+            from airflow_bulkload.advice.instance import read_instance
+
+            instance = read_instance(
+                db_instance_identifier=self.db_instance_identifier or None,
+                db_cluster_identifier=self.db_cluster_identifier or None,
+                aws_conn_id=self.aws_conn_id,
+                region_name=self.region_name,
+            )
+            self.log.info(
+                "instance %s: %s (%s vCPUs), %s %s GB, Multi-AZ %s, parameter groups %s",
+                instance.identifier,
+                instance.instance_class,
+                instance.vcpus if instance.vcpus is not None else "unknown",
+                instance.storage_type,
+                instance.allocated_gb,
+                instance.multi_az,
+                ", ".join(instance.parameter_groups) or "-",
+            )
+        inputs = PreflightInputs(
+            engine=hook.dialect.name,
+            table=table_info,
+            input=self._input_summary(),
+            instance=instance,
+            server=server,
+            options=self._options(),
+        )
+        report = evaluate(inputs, ignore_rules=_as_list(self.ignore_rules))
+        self.log.info("\n%s", report.format_table())
+        result = report.to_dict()
+        failures = report.failures(self.fail_on)
+        if failures:
+            context["ti"].xcom_push(key="report", value=result)
+            raise PreflightFailedError(_failure_message(report, failures, self.fail_on))
+        return result
+
+    # -- inputs -----------------------------------------------------------------------------------
+    def _input_summary(self) -> InputSummary | None:
+        manifest = self.manifest
+        if manifest:
+            if isinstance(manifest, str):
+                return InputSummary.from_manifest(self._read_manifest(manifest))
+            if isinstance(manifest, Mapping):
+                if "chunks" in manifest:
+                    return InputSummary.from_chunks(manifest["chunks"], manifest.get("sort_key"))
+                return InputSummary.from_chunks([manifest])
+            return InputSummary.from_chunks(list(manifest))
+        if self.input_bytes not in (None, ""):
+            return InputSummary(
+                total_bytes=int(self.input_bytes),
+                total_rows=int(self.input_rows) if self.input_rows not in (None, "") else None,
+                sorted_by=tuple(self.sorted_by) if self.sorted_by else None,
+            )
+        return None
+
+    def _read_manifest(self, uri: str) -> Manifest:
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+        bucket, key = parse_s3_uri(uri)
+        text = S3Hook(aws_conn_id=self.aws_conn_id).read_key(key, bucket_name=bucket)
+        return Manifest.from_json(text)
+
+    def _options(self) -> LoadOptions:
+        knobs = LoadPlan(parallelism=0, drop_indexes=False, sort=False, chunk_size=0).resolve(
+            parallelism=self.parallelism,
+            drop_indexes=self.drop_indexes,
+            sort=self.sort,
+            chunk_size=self.chunk_size,
+        )
+        return LoadOptions(
+            method=self.method,
+            parallelism=knobs.parallelism if _explicit(self.parallelism) else None,
+            drop_indexes=knobs.drop_indexes if _explicit(self.drop_indexes) else None,
+            sort=knobs.sort if _explicit(self.sort) else None,
+            chunk_size=knobs.chunk_size if _explicit(self.chunk_size) else None,
+            vcpus=int(self.vcpus) if self.vcpus not in (None, "") else None,
+            load_start=_as_datetime(self.load_start),
+            expected_duration=(
+                self.expected_duration
+                if isinstance(self.expected_duration, timedelta)
+                else timedelta(minutes=int(self.expected_duration))
+            ),
+            bulk_mode=self.bulk_mode,
+        )
+
+
+def _explicit(value: Any) -> bool:
+    return value is not None and value != AUTO
+
+
+def _as_list(value: Sequence[str] | str) -> list[str]:
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return list(value)
+
+
+def _as_datetime(value: datetime | str | None) -> datetime:
+    if value is None or value == "":
+        return datetime.now(UTC)
+    moment = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _failure_message(report: PreflightReport, failures: list[Any], fail_on: FailOn) -> str:
+    severities = sorted({f.severity for f in failures}, key=lambda s: -Severity(s).rank)
+    lines = [
+        f"pre-flight for {report.table} found {len(failures)} finding(s) at "
+        f"{'/'.join(s.value for s in severities)} (fail_on={fail_on!r}):"
+    ]
+    lines += [f"- [{f.severity.value}] {f.rule}: {f.message} Fix: {f.fix}" for f in failures]
+    return "\n".join(lines)

@@ -1,0 +1,108 @@
+"""PreflightCheckOperator through a real Airflow run (dag.test())."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_bulkload.advice import PreflightReport, Severity
+from airflow_bulkload.operators import PreflightCheckOperator
+from tests.harness import MotoServer, TestDatabase, register_dag, unique_name
+from tests.integration.advice.test_preflight_tables import TABLES
+
+
+def _run(operator_kwargs: dict[str, Any]) -> tuple[str, Any]:
+    """Run a one-task DAG with dag.test(); return the task's state and its XCom report."""
+    from airflow.models.xcom import XComModel
+    from airflow.sdk import DAG
+    from airflow.utils.session import create_session
+
+    dag_id = unique_name("preflight")
+    with DAG(dag_id=dag_id, schedule=None, start_date=datetime(2025, 1, 1)) as dag:
+        PreflightCheckOperator(task_id="preflight", **operator_kwargs)
+    register_dag(dag)
+    dag_run = dag.test(run_after=datetime(2025, 1, 2))
+    with create_session() as session:
+        ti = next(t for t in dag_run.get_task_instances(session=session))
+        key = "return_value" if ti.state == "success" else "report"
+        row = session.scalars(
+            XComModel.get_many(run_id=dag_run.run_id, key=key, dag_ids=dag_id, task_ids="preflight")
+        ).first()
+        return str(ti.state), None if row is None else row.value
+
+
+def _xcom(ti_state: str, value: Any) -> PreflightReport:
+    assert value is not None, f"no report in XCom (task {ti_state})"
+    data = json.loads(value) if isinstance(value, str) else value
+    return PreflightReport.from_dict(data)
+
+
+def test_operator_reports_manifest_findings_and_plan(
+    airflow_db: Path, pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
+) -> None:
+    for statement in TABLES["postgres"]["three_indexes"]:
+        pg_db.query(statement)
+    chunks = [
+        {
+            "uri": f"s3://{s3_bucket}/run/part-{i}.csv.gz",
+            "checksum": "x",
+            "bytes": 5_000_000,
+            "rows": 1000,
+            "index": i,
+        }
+        for i in range(60)
+    ]
+    moto_server.client("s3").put_object(
+        Bucket=s3_bucket,
+        Key="run/manifest.json",
+        Body=json.dumps(
+            {
+                "input_fingerprint": "fp",
+                "file_format": {},
+                "columns": None,
+                "chunks": chunks,
+                "sort_key": None,
+                "total_rows": 60000,
+                "total_bytes": 300_000_000,
+                "created_at": "",
+                "version": 1,
+            }
+        ),
+    )
+    state, value = _run(
+        {
+            "table": "public.three_indexes",
+            "conn_id": pg_db.conn_id,
+            "manifest": f"s3://{s3_bucket}/run/manifest.json",
+            "vcpus": 8,
+            "parallelism": 16,
+        }
+    )
+    assert state == "success"
+    report = _xcom(state, value)
+    assert {"secondary_indexes", "chunk_size", "parallelism"} <= report.rules()
+    assert report.plan.parallelism == 7 and report.plan.drop_indexes
+
+
+def test_operator_fails_on_chosen_severity(airflow_db: Path, mysql_db: TestDatabase) -> None:
+    for statement in TABLES["mysql"]["no_pk"]:
+        mysql_db.query(statement)
+    state, value = _run(
+        {"table": "no_pk", "conn_id": mysql_db.conn_id, "vcpus": 4, "fail_on": "warn"}
+    )
+    assert state == "failed"
+    report = _xcom(state, value)
+    assert [f.severity for f in report.findings if f.rule == "no_primary_key"] == [Severity.WARN]
+
+    # the same table passes with the default fail_on="error"
+    state, _ = _run({"table": "no_pk", "conn_id": mysql_db.conn_id, "vcpus": 4})
+    assert state == "success"
+
+
+def test_operator_refuses_unknown_fail_on() -> None:
+    with pytest.raises(ValueError):
+        PreflightCheckOperator(task_id="p", table="t", conn_id="c", fail_on="fatal")
