@@ -28,6 +28,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_bulkload.operators.load_chunk",
                     "airflow_bulkload.operators.bulk_mode",
                     "airflow_bulkload.operators.preflight",
+                    "airflow_bulkload.operators.stage",
                 ],
             }
         ],

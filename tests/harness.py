@@ -337,3 +337,27 @@ def register_dag(dag: Any) -> None:
         session.commit()
     finally:
         session.close()
+
+
+def run_dag_source(source: str, dag_id: str, dags_dir: Path, **test_kwargs: Any) -> Any:
+    """Run the DAG ``dag_id`` defined by Python ``source`` with ``dag.test()``; returns the DagRun.
+
+    Airflow 3.3's ``dag.test()`` only runs DAGs that a bundle holds (it syncs the bundle to the
+    metadata DB first), so the source is written to ``dags_dir``, which serves as the dags-folder
+    bundle for the call. Needs the ``airflow_db`` fixture.
+    """
+    import runpy
+
+    from airflow import settings
+
+    dags_dir.mkdir(parents=True, exist_ok=True)
+    path = dags_dir / f"{dag_id}.py"
+    path.write_text(source)
+    saved = settings.DAGS_FOLDER
+    settings.DAGS_FOLDER = str(dags_dir)
+    try:
+        namespace = runpy.run_path(str(path))
+        dag = next(v for v in namespace.values() if getattr(v, "dag_id", None) == dag_id)
+        return dag.test(**test_kwargs)
+    finally:
+        settings.DAGS_FOLDER = saved

@@ -193,14 +193,19 @@ def load_columns_sql(columns: Sequence[str], fmt: FileFormat) -> LoadColumns:
     a *missing* user variable to NULL (no "too few fields" warning as for real columns), so the
     last variable is guarded: if it is NULL the row was short, and the guard raises a warning whose
     text carries :data:`TOO_FEW_FIELDS_MARKER` (that warning has no row number, so the error
-    names the chunk but no line). (An unquoted ``NULL`` in the last csv field, which
-    MySQL itself reads as SQL NULL, trips the same guard: such files need a ``null`` marker.)
+    names the chunk but no line). With ``null="NULL"`` (staging's marker) csv loads need no
+    variables: MySQL reads an unquoted NULL field as SQL NULL itself.
     """
     if not columns:
         raise InvalidFileFormatError("no columns to load")
     escape = _escape_char(fmt)
     null = fmt.effective_null
-    if escape == "\\" and null == "\\N":
+    # Two markers MySQL reads as SQL NULL by itself: \\N when backslash escapes, and an unquoted
+    # NULL when fields may be enclosed (a quoted "NULL" stays text) -- staging's marker. Loading
+    # straight into the columns keeps MySQL's own "doesn't contain data for all columns" warning,
+    # with its row number, for short rows.
+    native_null = (escape == "\\" and null == "\\N") or (fmt.format == "csv" and null == "NULL")
+    if native_null:
         return LoadColumns(
             "(" + ", ".join(quote_identifier(c, "column name") for c in columns) + ")", ""
         )

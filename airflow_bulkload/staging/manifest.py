@@ -145,6 +145,11 @@ class Manifest:
     total_bytes: int = 0
     created_at: str = ""
     version: int = MANIFEST_VERSION
+    # added by staging; optional so manifests written without them still read
+    sort_key_types: list[str] | None = None  # DuckDB types the sort key was ordered by
+    total_raw_bytes: int = 0  # uncompressed bytes over all chunks
+    source_count: int = 0  # input files staged
+    source_bytes: int = 0  # their size as stored (compressed when they are gzip)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -156,7 +161,8 @@ class Manifest:
         if data.get("version") != MANIFEST_VERSION:
             raise ValueError(f"unsupported manifest version {data.get('version')!r}")
         data["chunks"] = [ChunkSpec.from_dict(c) for c in data["chunks"]]
-        return cls(**data)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:

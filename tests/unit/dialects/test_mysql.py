@@ -260,3 +260,12 @@ def test_dialect_for_mysql_takes_a_state_database() -> None:
     assert dialect.server_side_methods == ("aurora_s3",)
     with pytest.raises(InvalidIdentifierError):
         MySqlDialect(state_database="bad\0name")
+
+
+def test_staged_null_marker_loads_straight_into_columns() -> None:
+    from airflow_bulkload.dialects.mysql import load_columns_sql
+    from airflow_bulkload.staging import STAGED_FORMAT
+
+    cols = load_columns_sql(["id", "note"], FileFormat.from_dict(STAGED_FORMAT))
+    assert cols.column_list == "(`id`, `note`)"
+    assert cols.set_clause == ""

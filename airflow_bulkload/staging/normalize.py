@@ -1,0 +1,211 @@
+"""DuckDB turns the input files into one file in the staged format, optionally sorted by a key.
+
+Every column is read as text (``all_varchar``), so no value is changed by type inference; only
+the sort expression casts the key columns to their type. DuckDB sorts larger-than-memory input by
+spilling to ``temp_directory`` within ``memory_limit``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from airflow_bulkload.exceptions import BulkLoadError, InvalidFileFormatError
+from airflow_bulkload.staging.manifest import FileFormat
+from airflow_bulkload.staging.planning import STAGED_FORMAT
+
+#: DuckDB's CSV reader refuses longer records (its default is 2 MB). Its read buffer must hold a
+#: record and defaults to 16x this, per file being read, so the buffer is set explicitly.
+MAX_RECORD_BYTES = 8 * 1024 * 1024
+READ_BUFFER_BYTES = 2 * MAX_RECORD_BYTES
+_DUCKDB_ENCODINGS = {"utf-8": "utf-8", "utf8": "utf-8", "latin-1": "latin-1", "utf-16": "utf-16"}
+
+
+class InputFormatError(BulkLoadError):
+    """The input does not parse with the given format options, or a key value is not its type."""
+
+
+@dataclass(frozen=True)
+class NormalizeResult:
+    columns: list[str]
+    rows: int
+    seconds: float
+
+
+def duck_ident(name: str) -> str:
+    """A DuckDB identifier (DuckDB is our local tool, not a target engine, so this lives here)."""
+    if not name or "\0" in name:
+        raise InvalidFileFormatError(f"column name is not usable: {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def duck_literal(value: str) -> str:
+    if "\0" in value:
+        raise InvalidFileFormatError(f"value may not hold a NUL byte: {value!r}")
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _list_literal(values: Sequence[str]) -> str:
+    return "[" + ", ".join(duck_literal(v) for v in values) + "]"
+
+
+def check_input_format(fmt: FileFormat) -> None:
+    if fmt.format != "csv":
+        raise InvalidFileFormatError(
+            f"staging reads csv input (TSV is csv with delimiter '\\t'), not format {fmt.format!r}"
+        )
+    if fmt.python_encoding not in _DUCKDB_ENCODINGS:
+        raise InvalidFileFormatError(
+            f"input encoding {fmt.encoding!r} is not supported for staging "
+            f"(supported: {sorted(set(_DUCKDB_ENCODINGS.values()))})"
+        )
+
+
+def read_csv_sql(
+    paths: Sequence[Path],
+    fmt: FileFormat,
+    columns: Sequence[str] | None,
+    *,
+    column_count: int | None = None,
+    sniff: bool = False,
+    with_filename: bool = False,
+) -> str:
+    """The ``read_csv(...)`` table function for the inputs, every column as VARCHAR."""
+    options = {
+        "delim": duck_literal(fmt.delimiter),
+        "quote": duck_literal(fmt.quote),
+        "escape": duck_literal(fmt.effective_escape),
+        "header": "true" if fmt.header else "false",
+        "nullstr": duck_literal(fmt.effective_null),
+        # a quoted value equal to the null string is text, as in PostgreSQL's CSV format
+        "allow_quoted_nulls": "false",
+        "all_varchar": "true",
+        "encoding": duck_literal(_DUCKDB_ENCODINGS[fmt.python_encoding]),
+        "compression": "'auto'",
+        "skip": "0",
+        "strict_mode": "true",
+        "null_padding": "false",
+        "ignore_errors": "false",
+        "max_line_size": str(MAX_RECORD_BYTES),
+        "buffer_size": str(READ_BUFFER_BYTES),
+        "auto_detect": "true" if sniff else "false",
+    }
+    if not sniff:
+        names = list(columns) if columns else [f"column{i}" for i in range(column_count or 0)]
+        options["columns"] = "{" + ", ".join(f"{duck_literal(n)}: 'VARCHAR'" for n in names) + "}"
+    elif columns:
+        options["names"] = _list_literal(columns)
+    if with_filename:
+        options["filename"] = "true"
+    files = _list_literal([str(p) for p in paths])
+    return f"read_csv({files}, " + ", ".join(f"{k} = {v}" for k, v in options.items()) + ")"
+
+
+def _explain(exc: Exception, path_names: Mapping[str, str]) -> str:
+    text = str(exc)
+    for local, original in path_names.items():
+        text = text.replace(local, original)
+    return text
+
+
+def normalize(
+    paths: Sequence[Path],
+    out_path: Path,
+    fmt: FileFormat,
+    *,
+    columns: Sequence[str] | None = None,
+    sort_key: Sequence[str] = (),
+    sort_types: Sequence[str] = (),
+    memory_limit: str = "1GB",
+    threads: int | None = None,
+    temp_dir: Path,
+    path_names: Mapping[str, str] | None = None,
+) -> NormalizeResult:
+    """Write the rows of ``paths`` to ``out_path`` in :data:`STAGED_FORMAT`, sorted when asked.
+
+    ``path_names`` maps local file names to what the user called them, for error messages.
+    """
+    check_input_format(fmt)
+    names = dict(path_names or {})
+    started = time.monotonic()
+    if not any(p.stat().st_size for p in paths):
+        # nothing to read, not even a header: DuckDB would invent a column; say zero rows instead
+        out_path.write_bytes(b"")
+        return NormalizeResult(list(columns or []), 0, time.monotonic() - started)
+    con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": str(temp_dir)})
+    try:
+        if threads:
+            con.execute(f"SET threads = {int(threads)}")
+        # order matters only when sorting; without it DuckDB streams with less memory
+        con.execute(f"SET preserve_insertion_order = {'true' if sort_key else 'false'}")
+        try:
+            described = con.execute(
+                "DESCRIBE SELECT * FROM " + read_csv_sql(paths, fmt, columns, sniff=True)  # noqa: S608
+            ).fetchall()
+        except duckdb.Error as exc:
+            raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
+        detected = [str(row[0]) for row in described]
+        if columns and len(columns) != len(detected):
+            raise InputFormatError(
+                f"columns names {len(columns)} columns but the input has {len(detected)}"
+            )
+        source = read_csv_sql(paths, fmt, columns or detected)
+        missing = [k for k in sort_key if k not in detected]
+        if missing:
+            raise InputFormatError(
+                f"sort key column(s) {missing} are not in the input's columns {detected}"
+            )
+        order = ""
+        if sort_key:
+            order = " ORDER BY " + ", ".join(
+                f"CAST({duck_ident(k)} AS {t}) ASC NULLS LAST"
+                for k, t in zip(sort_key, sort_types, strict=True)
+            )
+        out = STAGED_FORMAT
+        copy = (
+            f"COPY (SELECT * FROM {source}{order}) TO {duck_literal(str(out_path))} "  # noqa: S608
+            f"(FORMAT csv, HEADER false, DELIMITER {duck_literal(out.delimiter)}, "
+            f"QUOTE {duck_literal(out.quote)}, ESCAPE {duck_literal(out.effective_escape)}, "
+            f"NULLSTR {duck_literal(out.effective_null)})"
+        )
+        try:
+            result = con.execute(copy).fetchone()
+        except duckdb.ConversionException as exc:
+            raise _bad_key_error(con, paths, fmt, detected, sort_key, sort_types, names) from exc
+        except duckdb.Error as exc:
+            raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
+        rows = int(result[0]) if result else 0
+        return NormalizeResult(detected, rows, time.monotonic() - started)
+    finally:
+        con.close()
+
+
+def _bad_key_error(
+    con: Any,
+    paths: Sequence[Path],
+    fmt: FileFormat,
+    columns: Sequence[str],
+    sort_key: Sequence[str],
+    sort_types: Sequence[str],
+    names: Mapping[str, str],
+) -> InputFormatError:
+    """Find the first key value that is not of its type and say where it is."""
+    source = read_csv_sql(paths, fmt, columns, with_filename=True)
+    for key, duck_type in zip(sort_key, sort_types, strict=True):
+        column = duck_ident(key)
+        row = con.execute(
+            f"SELECT filename, {column} FROM {source} "  # noqa: S608
+            f"WHERE {column} IS NOT NULL AND TRY_CAST({column} AS {duck_type}) IS NULL LIMIT 1"
+        ).fetchone()
+        if row:
+            where = names.get(str(row[0]), str(row[0]))
+            return InputFormatError(
+                f"{where}: sort key column {key!r} holds {row[1]!r} "
+                f"(expected a value of type {duck_type})"
+            )
+    return InputFormatError("a sort key value could not be converted to its type")

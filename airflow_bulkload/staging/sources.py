@@ -1,0 +1,123 @@
+"""Finding the input files (local globs or S3 URIs/prefixes/globs) and fetching S3 ones to disk."""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow_bulkload.exceptions import BulkLoadError
+from airflow_bulkload.staging.manifest import parse_s3_uri
+from airflow_bulkload.staging.planning import SourceFile
+
+_GLOB_CHARS = "*?["
+
+
+class NoInputError(BulkLoadError):
+    """A source pattern matched no file."""
+
+
+def _has_glob(text: str) -> bool:
+    return any(c in text for c in _GLOB_CHARS)
+
+
+def list_local(pattern: str) -> list[SourceFile]:
+    """Files matching a local path or glob (``**`` recurses), sorted by path."""
+    paths = sorted(glob.glob(pattern, recursive=True)) if _has_glob(pattern) else [pattern]
+    found: list[SourceFile] = []
+    for name in paths:
+        path = Path(name).absolute()
+        if path.is_dir():
+            continue
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            continue
+        found.append(SourceFile(str(path), stat.st_size, str(stat.st_mtime_ns)))
+    return found
+
+
+def list_s3(uri: str, client: Any) -> list[SourceFile]:
+    """Objects for an S3 object URI, a prefix (ending in ``/``) or a key glob, sorted by key."""
+    bucket, key = parse_s3_uri(uri)
+    if _has_glob(key):
+        literal = key[: min(key.index(c) for c in _GLOB_CHARS if c in key)]
+        return [s for s in _list_prefix(client, bucket, literal) if _key_matches(s, bucket, key)]
+    if key and not key.endswith("/"):
+        exact = [s for s in _list_prefix(client, bucket, key) if s.location == uri]
+        if exact:
+            return exact
+        key += "/"  # "s3://b/data" names the folder data/ when no such object exists
+    return _list_prefix(client, bucket, key)
+
+
+def _key_matches(source: SourceFile, bucket: str, pattern: str) -> bool:
+    return fnmatch.fnmatchcase(source.location[len(f"s3://{bucket}/") :], pattern)
+
+
+def _list_prefix(client: Any, bucket: str, prefix: str) -> list[SourceFile]:
+    found: list[SourceFile] = []
+    paginator = client.get_paginator("list_objects_v2")
+    for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            key = obj["Key"]
+            if key.endswith("/"):  # a "folder" marker, not data
+                continue
+            found.append(
+                SourceFile(f"s3://{bucket}/{key}", int(obj["Size"]), str(obj["ETag"]).strip('"'))
+            )
+    return sorted(found, key=lambda s: s.location)
+
+
+def resolve_sources(patterns: str | Sequence[str], s3_client: Any = None) -> list[SourceFile]:
+    """Every input file the patterns name, in a stable order; each pattern must match something."""
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    if not patterns:
+        raise NoInputError("no source given")
+    found: dict[str, SourceFile] = {}
+    for pattern in patterns:
+        if pattern.startswith("s3://"):
+            if s3_client is None:
+                raise ValueError("an S3 client is needed for S3 sources")
+            matched = list_s3(pattern, s3_client)
+        else:
+            matched = list_local(os.path.expanduser(pattern))
+        if not matched:
+            raise NoInputError(f"source {pattern!r} matched no files")
+        for source in matched:
+            found.setdefault(source.location, source)
+    return list(found.values())
+
+
+def is_gzip_file(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return handle.read(2) == b"\x1f\x8b"
+
+
+def materialize(
+    sources: Iterable[SourceFile], work_dir: Path, s3_client: Any = None, log: Any = None
+) -> list[Path]:
+    """Local paths DuckDB can read, one per source, named by content (``.csv`` or ``.csv.gz``).
+
+    S3 objects are downloaded (boto3's managed transfer: multipart, bounded memory); local files
+    are linked, not copied. The name's extension follows the gzip magic bytes, not the source name.
+    """
+    work_dir.mkdir(parents=True, exist_ok=True)
+    paths: list[Path] = []
+    for number, source in enumerate(sources):
+        raw = work_dir / f"input-{number:06d}.raw"
+        if source.is_s3:
+            bucket, key = parse_s3_uri(source.location)
+            if log is not None:
+                log.info("downloading %s (%d bytes)", source.location, source.size)
+            s3_client.download_file(bucket, key, str(raw))
+        else:
+            raw.symlink_to(source.location)
+        named = raw.with_suffix(".csv.gz" if is_gzip_file(raw) else ".csv")
+        raw.rename(named)
+        paths.append(named)
+    return paths

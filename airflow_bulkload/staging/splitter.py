@@ -1,0 +1,198 @@
+"""Split a file in the staged CSV format into chunk files on record boundaries.
+
+The input is the normalized file DuckDB wrote (:data:`~airflow_bulkload.staging.planning.STAGED_FORMAT`:
+``"`` quotes, doubled to escape). In that format a line ends a record exactly when the number of
+quote characters seen so far is even — a quoted field may hold the delimiter or a newline, and a
+doubled quote adds two — so the split needs no full CSV parse, only a parity count per line.
+Memory stays bounded by one write buffer plus the longest record.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from airflow_bulkload.staging.planning import STAGED_FORMAT, chunk_name
+
+_QUOTE = STAGED_FORMAT.quote.encode()
+_WRITE_BUFFER_BYTES = 1024 * 1024
+_READ_BUFFER_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ChunkFile:
+    """One finished chunk on local disk, with what the manifest records about it."""
+
+    path: Path
+    index: int
+    rows: int
+    raw_bytes: int  # uncompressed
+    stored_bytes: int  # as uploaded (compressed when gzip)
+    sha256: str  # of the stored bytes
+    first_key: list[str] | None
+    last_key: list[str] | None
+
+
+@dataclass
+class SplitProgress:
+    bytes_read: int = 0
+    rows: int = 0
+    chunks: int = 0
+
+
+class _HashingWriter:
+    """A write-only file that hashes and counts what goes through it."""
+
+    def __init__(self, target: BinaryIO) -> None:
+        self._target = target
+        self.sha256 = hashlib.sha256()
+        self.bytes_written = 0
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.bytes_written += len(data)
+        return self._target.write(data)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+
+class _ChunkWriter:
+    def __init__(self, path: Path, compression: str, compress_level: int) -> None:
+        self.path = path
+        self._file = path.open("wb")
+        self._hashing = _HashingWriter(self._file)
+        self._sink: BinaryIO
+        if compression == "gzip":
+            # mtime=0 and no file name in the header: the same rows give the same bytes and checksum
+            self._sink = gzip.GzipFile(  # type: ignore[assignment]
+                filename="", fileobj=self._hashing, mode="wb", compresslevel=compress_level, mtime=0
+            )
+        else:
+            self._sink = self._hashing  # type: ignore[assignment]
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self.raw_bytes = 0
+        self.rows = 0
+
+    def write_record(self, record: bytes) -> None:
+        self._pending.append(record)
+        self._pending_bytes += len(record)
+        self.raw_bytes += len(record)
+        self.rows += 1
+        if self._pending_bytes >= _WRITE_BUFFER_BYTES:
+            self._flush_pending()
+
+    def _flush_pending(self) -> None:
+        if self._pending:
+            self._sink.write(b"".join(self._pending))
+            self._pending.clear()
+            self._pending_bytes = 0
+
+    def close(self) -> tuple[int, str]:
+        self._flush_pending()
+        if self._sink is not self._hashing:
+            self._sink.close()
+        self._file.close()
+        return self._hashing.bytes_written, self._hashing.sha256.hexdigest()
+
+
+def record_fields(record: bytes) -> list[str]:
+    """The fields of one staged record (text; a NULL reads as the text ``NULL``)."""
+    text = record.decode("utf-8")
+    return next(csv.reader([text], strict=True), [])
+
+
+def _key_of(record: bytes, key_indexes: Sequence[int]) -> list[str] | None:
+    if not key_indexes:
+        return None
+    fields = record_fields(record)
+    return [fields[i] for i in key_indexes]
+
+
+def split_records(source: Path) -> Iterator[bytes]:
+    """The records of a staged file, each with its line end (multi-line records joined)."""
+    with source.open("rb", buffering=_READ_BUFFER_BYTES) as handle:
+        partial: list[bytes] = []
+        in_quotes = False
+        for line in handle:
+            if line.count(_QUOTE) & 1:
+                in_quotes = not in_quotes
+            if in_quotes:
+                partial.append(line)
+                continue
+            if partial:
+                partial.append(line)
+                yield b"".join(partial)
+                partial.clear()
+            else:
+                yield line
+        if partial:
+            raise ValueError(
+                f"{source}: the last record has an unbalanced quote (the staged file is truncated)"
+            )
+
+
+def split_into_chunks(
+    source: Path,
+    out_dir: Path,
+    *,
+    chunk_size: int,
+    compression: str = "gzip",
+    compress_level: int = 1,
+    key_indexes: Sequence[int] = (),
+    progress: Callable[[SplitProgress], None] | None = None,
+    progress_every_seconds: float = 10.0,
+) -> Iterator[ChunkFile]:
+    """Yield chunk files of about ``chunk_size`` uncompressed bytes each, in order.
+
+    A chunk is closed at the first record boundary at or after ``chunk_size`` bytes, so every chunk
+    but the last holds at least ``chunk_size`` bytes and a chunk is never split inside a record.
+    The caller owns each yielded file (uploads and deletes it); the next chunk is only written when
+    the generator is resumed, so at most one chunk is being written at a time.
+    """
+    state = SplitProgress()
+    writer: _ChunkWriter | None = None
+    first_record = last_record = b""
+    last_report = time.monotonic()
+
+    def finish(current: _ChunkWriter) -> ChunkFile:
+        stored, digest = current.close()
+        state.chunks += 1
+        return ChunkFile(
+            path=current.path,
+            index=state.chunks - 1,
+            rows=current.rows,
+            raw_bytes=current.raw_bytes,
+            stored_bytes=stored,
+            sha256=digest,
+            first_key=_key_of(first_record, key_indexes),
+            last_key=_key_of(last_record, key_indexes),
+        )
+
+    for record in split_records(source):
+        if writer is None:
+            writer = _ChunkWriter(
+                out_dir / chunk_name(state.chunks, compression), compression, compress_level
+            )
+            first_record = record
+        writer.write_record(record)
+        last_record = record
+        state.bytes_read += len(record)
+        state.rows += 1
+        if writer.raw_bytes >= chunk_size:
+            yield finish(writer)
+            writer = None
+        if progress is not None and time.monotonic() - last_report >= progress_every_seconds:
+            progress(state)
+            last_report = time.monotonic()
+    if writer is not None:
+        yield finish(writer)
+    if progress is not None:
+        progress(state)

@@ -1,0 +1,118 @@
+"""StageToS3Operator run by Airflow for real (dag.test()), feeding a mapped task."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_bulkload.staging.manifest import Manifest
+from tests.harness import MotoServer, TestDatabase, run_dag_source, unique_name
+from tests.staged_csv import write_csv
+
+DAG_SOURCE = """
+import json
+from datetime import datetime
+from pathlib import Path
+
+from airflow.sdk import DAG, XComArg, task
+
+from airflow_bulkload.operators import StageToS3Operator
+
+OUT = Path({out!r})
+
+with DAG({dag_id!r}, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+    staged = StageToS3Operator(task_id="stage", **json.loads({kwargs!r}))
+
+    @task
+    def record_chunk(chunk):
+        (OUT / f"chunk-{{chunk['index']}}.json").write_text(json.dumps(chunk))
+        return int(chunk["rows"])
+
+    @task
+    def record_manifest(uri):
+        (OUT / "manifest_uri").write_text(uri)
+
+    record_chunk.expand(chunk=staged.output)
+    record_manifest(XComArg(staged, key="manifest_uri"))
+"""
+
+
+def _run_dag(operator_kwargs: dict[str, Any], out_dir: Path) -> Any:
+    dag_id = unique_name("stage_dag")
+    source = DAG_SOURCE.format(out=str(out_dir), dag_id=dag_id, kwargs=json.dumps(operator_kwargs))
+    return run_dag_source(
+        source, dag_id, out_dir.parent / "dags", logical_date=datetime(2026, 1, 1, tzinfo=UTC)
+    )
+
+
+def test_stage_operator_maps_chunks_and_pushes_the_manifest_uri(
+    airflow_db: Path, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    ids = list(range(1, 301))
+    random.Random(3).shuffle(ids)
+    source = write_csv(tmp_path / "in.csv", [(str(i), f"v{i}") for i in ids], header=["id", "v"])
+    out = tmp_path / "out"
+    out.mkdir()
+    run = _run_dag(
+        {
+            "source": str(tmp_path / "*.csv"),
+            "staging": f"s3://{s3_bucket}/staging",
+            "table": "public.events",
+            "file_format": {"header": True},
+            "sort_key": ["id"],
+            "sort_key_types": {"id": "bigint"},
+            "chunk_size": "500B",
+        },
+        out,
+    )
+    assert str(run.state) in ("success", "DagRunState.SUCCESS")
+    chunks = sorted(
+        (json.loads(p.read_text()) for p in out.glob("chunk-*.json")), key=lambda c: c["index"]
+    )
+    manifest_uri = (out / "manifest_uri").read_text()
+    bucket, _, key = manifest_uri.removeprefix("s3://").partition("/")
+    manifest = Manifest.from_json(
+        moto_server.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    )
+    assert len(chunks) == len(manifest.chunks) > 3
+    assert [c["uri"] for c in chunks] == [c.uri for c in manifest.chunks]
+    assert sum(c["rows"] for c in chunks) == 300 == manifest.total_rows
+    assert chunks[0]["first_key"] == ["1"] and chunks[-1]["last_key"] == ["300"]
+    assert chunks[0]["columns"] == ["id", "v"]
+    assert "/public.events/" in manifest_uri
+    assert source.exists()
+
+
+def test_sort_key_from_the_table_primary_key(
+    airflow_db: Path, pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    pytest.importorskip("airflow_bulkload.dialects.postgres")
+    pg_db.query("CREATE TABLE events (grp int, name text, v text, PRIMARY KEY (grp, name))")
+    rows = [(str(g), f"n{n}", "x") for g in (100, 9, 20) for n in (3, 1, 2)]
+    write_csv(tmp_path / "in.csv", rows, header=["grp", "name", "v"])
+    out = tmp_path / "out"
+    out.mkdir()
+    run = _run_dag(
+        {
+            "source": str(tmp_path / "in.csv"),
+            "staging": f"s3://{s3_bucket}/staging",
+            "table": "public.events",
+            "file_format": {"header": True},
+            "sort_by_primary_key": True,
+            "conn_id": pg_db.conn_id,
+            "chunk_size": 1,
+        },
+        out,
+    )
+    assert str(run.state) in ("success", "DagRunState.SUCCESS")
+    chunks = sorted(
+        (json.loads(p.read_text()) for p in out.glob("chunk-*.json")), key=lambda c: c["index"]
+    )
+    keys = [tuple(c["first_key"]) for c in chunks]
+    assert keys == sorted(keys, key=lambda k: (int(k[0]), k[1]))
+    assert keys[0] == ("9", "n1") and keys[-1] == ("100", "n3")
