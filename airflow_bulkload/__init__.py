@@ -26,6 +26,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "Bulk Load",
                 "python-modules": [
                     "airflow_bulkload.operators.load_chunk",
+                    "airflow_bulkload.operators.bulk_mode",
                     "airflow_bulkload.operators.preflight",
                     "airflow_bulkload.operators.stage",
                 ],
@@ -36,8 +37,15 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "Bulk Load",
                 "python-modules": [
                     "airflow_bulkload.hooks.bulk_load",
+                    "airflow_bulkload.hooks.bulk_mode",
+                    "airflow_bulkload.hooks.rds_bulk_mode",
                 ],
             }
         ],
-        "triggers": [],
+        "triggers": [
+            {
+                "integration-name": "Bulk Load",
+                "python-modules": ["airflow_bulkload.triggers.bulk_mode"],
+            }
+        ],
     }

@@ -60,5 +60,13 @@ class ChunkConflictError(BulkLoadError):
     """The ledger holds this chunk key with a different checksum: the staged input changed."""
 
 
+class BulkModeRefusedError(BulkLoadError):
+    """Bulk mode cannot be entered as asked; nothing was changed. The message says what to do."""
+
+
+class BulkModeStateError(BulkLoadError):
+    """The instance or server is not in a state where bulk mode can be changed safely."""
+
+
 class PreflightFailedError(BulkLoadError):
     """Pre-flight found problems at a severity the DAG author chose to fail on."""

@@ -115,6 +115,15 @@ def aws_in_process() -> Iterator[Any]:
             os.environ["AIRFLOW_CONN_AWS_DEFAULT"] = saved
 
 
+@pytest.fixture
+def rds_model(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """moto's RDS plus documented apply semantics (pending-reboot, applying, in-use groups);
+    see tests/support/rds_model.py. Combine with ``aws_in_process`` or ``moto_server``."""
+    from tests.support.rds_model import RdsApplyModel
+
+    return RdsApplyModel(monkeypatch).install()
+
+
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """Airflow's SQLite metadata database, migrated once per session (dag.test() needs it)."""

@@ -272,6 +272,58 @@ class Dialect(abc.ABC):
         ``aws_s3`` extension, the Aurora S3 role, doublewrite). Read-only; a setting the server
         does not have or the user may not read is ``None``."""
 
+    # -- server settings and bulk-mode leases (self-managed servers) ------------------------------
+    # Bulk mode's server-wide settings and its lease/saved-settings tables (created by
+    # ensure_state_schema). Methods take an autocommit connection; each change is durable at once.
+    @abc.abstractmethod
+    def bulk_mode_lock(self, conn: Any) -> AbstractContextManager[None]:
+        """Serialise bulk-mode enter/exit on this server for the block (a session lock the server
+        drops if the session dies)."""
+
+    @abc.abstractmethod
+    def bulk_mode_leases(self, conn: Any) -> list[tuple[str, str, float]]:
+        """(token, holder, expires_at epoch seconds) of every lease."""
+
+    @abc.abstractmethod
+    def put_bulk_mode_lease(self, conn: Any, token: str, holder: str, expires_at: float) -> None:
+        """Insert or renew a lease."""
+
+    @abc.abstractmethod
+    def delete_bulk_mode_leases(self, conn: Any, tokens: list[str]) -> None:
+        """Remove these leases (missing ones are ignored)."""
+
+    @abc.abstractmethod
+    def saved_server_settings(self, conn: Any) -> list[SavedSetting]:
+        """The saved originals, in the order they were changed."""
+
+    @abc.abstractmethod
+    def save_server_setting(self, conn: Any, name: str, position: int) -> None:
+        """Record the setting's original before changing it; a no-op if already recorded."""
+
+    @abc.abstractmethod
+    def forget_saved_server_settings(self, conn: Any) -> None:
+        """Drop every saved original (after a complete restore)."""
+
+    @abc.abstractmethod
+    def check_server_setting(self, conn: Any, name: str) -> None:
+        """Raise BulkModeRefusedError when ``name`` is unknown or changes only with a restart."""
+
+    @abc.abstractmethod
+    def set_server_setting(self, conn: Any, name: str, value: str) -> None:
+        """Set a server-wide value (PostgreSQL ALTER SYSTEM, MySQL SET GLOBAL)."""
+
+    @abc.abstractmethod
+    def restore_server_setting(self, conn: Any, saved: SavedSetting) -> None:
+        """Put a saved original back."""
+
+    @abc.abstractmethod
+    def apply_server_settings(self, conn: Any) -> None:
+        """Make set/restored values effective for new sessions (PostgreSQL: reload and wait)."""
+
+    @abc.abstractmethod
+    def show_server_setting(self, conn: Any, name: str) -> str:
+        """The server-wide value in effect now, as the server shows it."""
+
 
 @dataclass(frozen=True)
 class ServerFacts:
@@ -289,3 +341,16 @@ class ServerFacts:
     s3_role: str | None = None
     innodb_doublewrite: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SavedSetting:
+    """A server setting bulk mode changed: what to put back, in which order.
+
+    ``original`` is engine-specific: PostgreSQL keeps the ``postgresql.auto.conf`` value (``None``:
+    not set there, restored with ``ALTER SYSTEM RESET``); MySQL keeps the global value.
+    """
+
+    name: str
+    original: str | None
+    position: int

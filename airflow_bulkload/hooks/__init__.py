@@ -1,5 +1,6 @@
 """Hooks: the database side (BulkLoadHook) and, later, the RDS bulk-mode side."""
 
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook, ChunkResult
+from airflow_bulkload.hooks.bulk_mode import BulkModeHook
 
-__all__ = ["BulkLoadHook", "ChunkResult"]
+__all__ = ["BulkLoadHook", "BulkModeHook", "ChunkResult"]

@@ -1,7 +1,14 @@
 """Operators, one per stage of a bulk load."""
 
+from airflow_bulkload.operators.bulk_mode import EnterBulkModeOperator, ExitBulkModeOperator
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
 from airflow_bulkload.operators.preflight import PreflightCheckOperator
 from airflow_bulkload.operators.stage import StageToS3Operator
 
-__all__ = ["LoadChunkOperator", "PreflightCheckOperator", "StageToS3Operator"]
+__all__ = [
+    "EnterBulkModeOperator",
+    "ExitBulkModeOperator",
+    "LoadChunkOperator",
+    "PreflightCheckOperator",
+    "StageToS3Operator",
+]

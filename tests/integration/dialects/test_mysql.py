@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_bulkload.dialects.base import LedgerEntry, TableRef
-from airflow_bulkload.dialects.mysql import MySqlDialect, chunk_lock_name
+from airflow_bulkload.dialects.mysql import STATE_TABLES, MySqlDialect, chunk_lock_name
 from airflow_bulkload.exceptions import ChunkLoadError
 from airflow_bulkload.s3io import ChunkStream
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
@@ -36,7 +36,7 @@ def test_state_tables_are_created_once_even_by_concurrent_first_users(
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(ensure, range(8)))
     ensure(0)
-    assert mysql_db.query("SHOW TABLES") == [("bulkload_chunk_ledger",)]
+    assert mysql_db.query("SHOW TABLES") == sorted((name,) for name in STATE_TABLES)
 
 
 def test_claim_serialises_loaders_of_one_chunk_until_commit(mysql_db: TestDatabase) -> None:

@@ -1,0 +1,609 @@
+"""Bulk mode on an RDS/Aurora DB instance: parameter-group changes that are always undone.
+
+Where the state lives: in tags on the parameter group that carries the bulk values — the
+instance's own custom group (strategy ``modify-in-place``) or the bulk copy
+``bulkload-<instance>`` (strategy ``swap``). Every run that touches the instance reads the same
+tags, whatever database or Airflow deployment it comes from:
+
+- ``bulkload:mode`` — ``modify-in-place`` or ``swap``;
+- ``bulkload:reboot`` — the reboot policy bulk mode was entered with (exit of a swap reuses it);
+- ``bulkload:swapped-from`` — (swap) the group to go back to;
+- ``bulkload:orig:<parameter>`` — (modify-in-place) the value to restore, ``-`` = not set in the
+  group (restored with a reset to the engine default), else ``=`` + base64url of the value;
+- ``bulkload:lease:<token>`` — one per holder: ``<expiry epoch> <dag/table/date>``.
+
+Tags are not a lock: enter/exit of several runs on one instance at the very same moment can race.
+Put the bulk-mode tasks in one Airflow pool with one slot per instance to serialise them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import cached_property
+from typing import Any
+
+from airflow_bulkload.bulk_mode_policy import (
+    KNOWN_STATIC_SETTINGS,
+    TAG_PREFIX,
+    Lease,
+    LeaseKey,
+    check_reboot_policy,
+    check_strategy,
+    decode_tag_value,
+    encode_tag_value,
+    maintenance_window_overlaps,
+    refuse_static,
+    resolve_bulk_settings,
+    split_leases,
+    tag_safe,
+)
+from airflow_bulkload.exceptions import BulkModeRefusedError, BulkModeStateError
+
+log = logging.getLogger(__name__)
+
+MODE_TAG = TAG_PREFIX + "mode"
+REBOOT_TAG = TAG_PREFIX + "reboot"
+SWAPPED_FROM_TAG = TAG_PREFIX + "swapped-from"
+ORIGINAL_TAG = TAG_PREFIX + "orig:"
+LEASE_TAG = TAG_PREFIX + "lease:"
+MAX_TAGS = 50  # AWS limit per resource
+MAX_PARAMETERS_PER_CALL = 20  # ModifyDBParameterGroup / ResetDBParameterGroup limit
+
+
+@dataclass(frozen=True)
+class ParameterInfo:
+    name: str
+    value: str | None  # None: not set in the group (engine default applies)
+    apply_type: str  # "static" | "dynamic"
+    modifiable: bool
+
+    @property
+    def static(self) -> bool:
+        return self.apply_type == "static" or self.name in KNOWN_STATIC_SETTINGS
+
+
+@dataclass
+class WaitSpec:
+    """What to wait for after a change: the instance ``available`` with ``parameter_group``
+    ``in-sync``. ``reboot_allowed``: reboot when the group reports ``pending-reboot``."""
+
+    db_instance_identifier: str
+    parameter_group: str
+    purpose: str  # "enter" | "exit"
+    reboot_allowed: bool = False
+    rebooted: bool = False
+    cleanup_group: str | None = None  # delete once unused (the swap's bulk copy, on exit)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WaitSpec:
+        return cls(**data)
+
+
+def evaluate_instance(instance: dict[str, Any], parameter_group: str) -> str:
+    """``ready`` (available, group in-sync), ``pending-reboot``, or ``wait``.
+
+    Pure, so the trigger (async client) and the polling path (sync client) decide alike.
+    """
+    if instance.get("DBInstanceStatus") != "available":
+        return "wait"
+    groups = instance.get("DBParameterGroups") or []
+    group = next((g for g in groups if g.get("DBParameterGroupName") == parameter_group), None)
+    if group is None:
+        return "wait"
+    status = group.get("ParameterApplyStatus")
+    if status == "in-sync":
+        return "ready"
+    if status == "pending-reboot":
+        return "pending-reboot"
+    return "wait"
+
+
+@dataclass
+class RdsBulkState:
+    holder_group: str  # the group whose tags hold the state
+    tags: dict[str, str]
+    mode: str | None
+    bulk_group_exists: bool
+    leases: list[Lease] = field(default_factory=list)
+
+    @property
+    def originals(self) -> dict[str, str | None]:
+        return {
+            k[len(ORIGINAL_TAG) :]: decode_tag_value(v)
+            for k, v in self.tags.items()
+            if k.startswith(ORIGINAL_TAG)
+        }
+
+
+def _parse_leases(tags: dict[str, str]) -> list[Lease]:
+    leases = []
+    for key, value in tags.items():
+        if key.startswith(LEASE_TAG):
+            expiry, _, holder = value.partition(" ")
+            try:
+                expires_at = float(expiry)
+            except ValueError:
+                expires_at = 0.0  # unreadable: treat as expired rather than holding forever
+            leases.append(Lease(key[len(LEASE_TAG) :], expires_at, holder))
+    return leases
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class RdsBulkModeBackend:
+    """Bulk mode for one RDS DB instance (RDS PostgreSQL/MySQL, or an Aurora writer instance).
+
+    :param db_instance_identifier: the instance.
+    :param settings: overrides of the engine's default bulk settings (``None`` drops one), in RDS
+        parameter units (e.g. ``max_wal_size`` in MB).
+    :param strategy: ``auto`` (modify-in-place where possible, else swap), ``modify-in-place``,
+        ``swap``.
+    :param reboot_policy: ``never`` (default) or ``allowed``. Swap and static parameters need
+        ``allowed``.
+    :param expected_load_duration: warn when the maintenance window falls within it.
+    """
+
+    def __init__(
+        self,
+        db_instance_identifier: str,
+        *,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        settings: dict[str, Any] | None = None,
+        strategy: str = "auto",
+        reboot_policy: str = "never",
+        expected_load_duration: timedelta | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.db_instance_identifier = db_instance_identifier
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.setting_overrides = settings
+        self.strategy = check_strategy(strategy)
+        self.reboot_policy = check_reboot_policy(reboot_policy)
+        self.expected_load_duration = expected_load_duration or timedelta(hours=2)
+        self.clock = clock
+
+    @cached_property
+    def client(self) -> Any:
+        from airflow.providers.amazon.aws.hooks.rds import RdsHook
+
+        return RdsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn
+
+    @property
+    def bulk_group_name(self) -> str:
+        return f"bulkload-{self.db_instance_identifier}"
+
+    # -- reads ------------------------------------------------------------------------------------
+    def instance(self) -> dict[str, Any]:
+        found = self.client.describe_db_instances(DBInstanceIdentifier=self.db_instance_identifier)
+        return dict(found["DBInstances"][0])
+
+    @staticmethod
+    def current_group(instance: dict[str, Any]) -> tuple[str, str]:
+        groups = instance.get("DBParameterGroups") or []
+        if not groups:
+            raise BulkModeStateError(
+                f"{instance['DBInstanceIdentifier']} reports no DB parameter group"
+            )
+        return groups[0]["DBParameterGroupName"], groups[0].get("ParameterApplyStatus", "")
+
+    def group_exists(self, name: str) -> bool:
+        try:
+            found = self.client.describe_db_parameter_groups(DBParameterGroupName=name)
+        except self.client.exceptions.DBParameterGroupNotFoundFault:
+            return False
+        return bool(found.get("DBParameterGroups"))
+
+    def group_arn(self, name: str) -> str:
+        found = self.client.describe_db_parameter_groups(DBParameterGroupName=name)
+        return str(found["DBParameterGroups"][0]["DBParameterGroupArn"])
+
+    def tags(self, group: str) -> dict[str, str]:
+        found = self.client.list_tags_for_resource(ResourceName=self.group_arn(group))
+        return {t["Key"]: t["Value"] for t in found.get("TagList", [])}
+
+    def parameters(self, group: str) -> dict[str, ParameterInfo]:
+        found: dict[str, ParameterInfo] = {}
+        paginator = self.client.get_paginator("describe_db_parameters")
+        for page in paginator.paginate(DBParameterGroupName=group):
+            for p in page.get("Parameters", []):
+                name = p["ParameterName"]
+                found[name] = ParameterInfo(
+                    name=name,
+                    # only a user-set value needs putting back; a reset restores the rest
+                    value=p.get("ParameterValue") if p.get("Source") == "user" else None,
+                    apply_type=str(p.get("ApplyType", "dynamic")),
+                    modifiable=bool(p.get("IsModifiable", True)),
+                )
+        return found
+
+    def instances_using(self, group: str) -> list[str]:
+        users = []
+        paginator = self.client.get_paginator("describe_db_instances")
+        for page in paginator.paginate():
+            for inst in page.get("DBInstances", []):
+                names = [g["DBParameterGroupName"] for g in inst.get("DBParameterGroups") or []]
+                if group in names:
+                    users.append(inst["DBInstanceIdentifier"])
+        return users
+
+    def read_state(self, instance: dict[str, Any]) -> RdsBulkState:
+        if self.group_exists(self.bulk_group_name):
+            tags = self.tags(self.bulk_group_name)
+            return RdsBulkState(self.bulk_group_name, tags, "swap", True, _parse_leases(tags))
+        group, _ = self.current_group(instance)
+        tags = self.tags(group)
+        return RdsBulkState(group, tags, tags.get(MODE_TAG), False, _parse_leases(tags))
+
+    # -- writes -----------------------------------------------------------------------------------
+    def _add_tags(self, group: str, tags: dict[str, str]) -> None:
+        if tags:
+            self.client.add_tags_to_resource(
+                ResourceName=self.group_arn(group),
+                Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
+            )
+
+    def _remove_tags(self, group: str, keys: list[str]) -> None:
+        if keys:
+            self.client.remove_tags_from_resource(ResourceName=self.group_arn(group), TagKeys=keys)
+
+    def _lease_tag(self, key: LeaseKey, ttl: float) -> dict[str, str]:
+        expires = int(self.clock() + ttl) + 1
+        return {LEASE_TAG + key.token: f"{expires} {tag_safe(key.describe())}"}
+
+    def _modify(self, group: str, values: dict[str, str], info: dict[str, ParameterInfo]) -> None:
+        params = [
+            {
+                "ParameterName": name,
+                "ParameterValue": value,
+                "ApplyMethod": "pending-reboot" if info[name].static else "immediate",
+            }
+            for name, value in values.items()
+        ]
+        for batch in _chunks(params, MAX_PARAMETERS_PER_CALL):
+            self.client.modify_db_parameter_group(DBParameterGroupName=group, Parameters=batch)
+
+    def _reset(self, group: str, names: list[str], info: dict[str, ParameterInfo]) -> None:
+        params = [
+            {
+                "ParameterName": name,
+                "ApplyMethod": "pending-reboot"
+                if name in info and info[name].static
+                else "immediate",
+            }
+            for name in names
+        ]
+        for batch in _chunks(params, MAX_PARAMETERS_PER_CALL):
+            self.client.reset_db_parameter_group(
+                DBParameterGroupName=group, ResetAllParameters=False, Parameters=batch
+            )
+
+    def _drop_expired(self, state: RdsBulkState, keep: str | None = None) -> list[Lease]:
+        """Remove expired leases' tags (except ``keep``) and return the live ones."""
+        live, expired = split_leases(state.leases, self.clock())
+        stale = [lease for lease in expired if lease.token != keep]
+        for lease in stale:
+            log.warning(
+                "bulk mode on %s: lease of %s expired; dropping it",
+                self.db_instance_identifier,
+                lease.holder or lease.token,
+            )
+        self._remove_tags(state.holder_group, [LEASE_TAG + lease.token for lease in stale])
+        return live
+
+    # -- checks -----------------------------------------------------------------------------------
+    def _preflight(self, instance: dict[str, Any]) -> None:
+        ident = self.db_instance_identifier
+        status = instance.get("DBInstanceStatus")
+        if status != "available":
+            raise BulkModeStateError(
+                f"{ident} is {status!r}; bulk mode changes an instance only when it is 'available'"
+            )
+        pending = {k: v for k, v in (instance.get("PendingModifiedValues") or {}).items() if v}
+        if pending:
+            raise BulkModeStateError(
+                f"{ident} has pending modifications {sorted(pending)}; apply them (or wait for "
+                "the maintenance window) before entering bulk mode, so a reboot we cause does not "
+                "apply someone else's change"
+            )
+        _, apply_status = self.current_group(instance)
+        if apply_status and apply_status != "in-sync":
+            raise BulkModeStateError(
+                f"{ident}'s parameter group is {apply_status!r}, not 'in-sync': a change is "
+                "waiting to be applied; reboot or wait before entering bulk mode"
+            )
+        window = instance.get("PreferredMaintenanceWindow")
+        now = datetime.fromtimestamp(self.clock(), tz=UTC)
+        if window and maintenance_window_overlaps(window, now, self.expected_load_duration):
+            log.warning(
+                "%s: maintenance window %s falls within the expected load time (%s); a "
+                "maintenance reboot during the load would apply pending changes and interrupt it",
+                ident,
+                window,
+                self.expected_load_duration,
+            )
+        log.info(
+            "%s: Multi-AZ is %s; bulk mode never changes it",
+            ident,
+            "on" if instance.get("MultiAZ") else "off",
+        )
+
+    def _settings(self, instance: dict[str, Any]) -> dict[str, str]:
+        return resolve_bulk_settings(instance["Engine"], self.setting_overrides, rds=True)
+
+    def _check_parameters(
+        self, settings: dict[str, str], info: dict[str, ParameterInfo], group: str
+    ) -> list[str]:
+        unknown = sorted(set(settings) - set(info))
+        if unknown:
+            raise BulkModeRefusedError(
+                f"parameter group {group} has no parameter(s) {', '.join(unknown)}; check the "
+                "names for this engine version"
+            )
+        fixed = sorted(n for n in settings if not info[n].modifiable)
+        if fixed:
+            raise BulkModeRefusedError(f"{', '.join(fixed)} cannot be modified on RDS")
+        static = [n for n in settings if info[n].static]
+        refuse_static(static, self.reboot_policy, self.db_instance_identifier)
+        return static
+
+    def _choose_strategy(self, group: str) -> str:
+        ident = self.db_instance_identifier
+        default = group.startswith("default.")
+        shared_with = [] if default else [i for i in self.instances_using(group) if i != ident]
+        in_place_ok = not default and not shared_with
+        if self.strategy == "auto":
+            if in_place_ok:
+                return "modify-in-place"
+            if self.reboot_policy == "allowed":
+                return "swap"
+        elif self.strategy == "modify-in-place" and in_place_ok:
+            return "modify-in-place"
+        elif self.strategy == "swap":
+            if self.reboot_policy != "allowed":
+                raise BulkModeRefusedError(
+                    f"strategy 'swap' associates a copy of {group} with {ident}, which takes "
+                    "effect only after a reboot (twice: enter and exit); pass "
+                    "reboot_policy='allowed' to permit that, or use 'modify-in-place' with a "
+                    "custom parameter group that only this instance uses"
+                )
+            return "swap"
+        if default:
+            raise BulkModeRefusedError(
+                f"{ident} uses the default parameter group {group}, which cannot be modified. "
+                f"Create a custom copy (aws rds copy-db-parameter-group --source-db-parameter-"
+                f"group-identifier {group} ...), associate it with {ident} and reboot once in a "
+                "maintenance window; bulk mode then modifies it in place without reboots. Or "
+                "pass strategy='swap' with reboot_policy='allowed'."
+            )
+        raise BulkModeRefusedError(
+            f"parameter group {group} is shared with {', '.join(shared_with)}; modifying it in "
+            f"place would put those instances in bulk mode too. Give {ident} its own copy "
+            "(associate + one reboot), or pass strategy='swap' with reboot_policy='allowed'."
+        )
+
+    # -- enter ------------------------------------------------------------------------------------
+    def enter(self, key: LeaseKey, ttl: float) -> WaitSpec | None:
+        """Take ``key``'s lease and make sure the bulk values are set; returns what to wait for."""
+        instance = self.instance()
+        settings = self._settings(instance)
+        state = self.read_state(instance)
+        group, _ = self.current_group(instance)
+        if state.mode == "swap" and group != self.bulk_group_name:
+            # a swap that never got associated (enter died half-way) or a finished exit that did
+            # not get to delete its copy: clean it up and start afresh
+            self._delete_if_unused(self.bulk_group_name)
+            state = self.read_state(instance)
+        if state.mode is None:
+            return self._enter_fresh(key, ttl, instance, settings)
+        return self._join(key, ttl, state, settings)
+
+    def _enter_fresh(
+        self, key: LeaseKey, ttl: float, instance: dict[str, Any], settings: dict[str, str]
+    ) -> WaitSpec | None:
+        ident = self.db_instance_identifier
+        self._preflight(instance)
+        group, _ = self.current_group(instance)
+        info = self.parameters(group)
+        static = self._check_parameters(settings, info, group)
+        if not settings:
+            log.info(
+                "%s: no bulk settings for engine %s; nothing to change", ident, instance["Engine"]
+            )
+            return None
+        strategy = self._choose_strategy(group)
+        log.info("%s: entering bulk mode (%s) with %s", ident, strategy, settings)
+        base = {MODE_TAG: strategy, REBOOT_TAG: self.reboot_policy, **self._lease_tag(key, ttl)}
+        if strategy == "modify-in-place":
+            originals = {ORIGINAL_TAG + n: encode_tag_value(info[n].value) for n in settings}
+            existing = self.tags(group)
+            if len(existing) + len(base) + len(originals) > MAX_TAGS:
+                raise BulkModeRefusedError(
+                    f"parameter group {group} has {len(existing)} tags; recording bulk-mode state "
+                    f"needs {len(base) + len(originals)} more (AWS allows {MAX_TAGS})"
+                )
+            # originals first: if we die after this, exit knows what to put back
+            self._add_tags(group, {**originals, **base})
+            self._modify(group, settings, info)
+            return WaitSpec(ident, group, "enter", reboot_allowed=bool(static))
+        # swap: copy (never a blank group: the user's custom settings must survive), override
+        bulk = self.bulk_group_name
+        self.client.copy_db_parameter_group(
+            SourceDBParameterGroupIdentifier=group,
+            TargetDBParameterGroupIdentifier=bulk,
+            TargetDBParameterGroupDescription=tag_safe(
+                f"airflow-bulkload bulk mode copy of {group} for {ident}"
+            ),
+            Tags=[{"Key": k, "Value": v} for k, v in {**base, SWAPPED_FROM_TAG: group}.items()],
+        )
+        self._modify(bulk, settings, info)
+        self.client.modify_db_instance(
+            DBInstanceIdentifier=ident, DBParameterGroupName=bulk, ApplyImmediately=True
+        )
+        return WaitSpec(ident, bulk, "enter", reboot_allowed=True)
+
+    def _join(
+        self, key: LeaseKey, ttl: float, state: RdsBulkState, settings: dict[str, str]
+    ) -> WaitSpec | None:
+        """Bulk mode is already on (another holder, or our own earlier attempt): add our lease and
+        set any of our settings not yet set."""
+        ident = self.db_instance_identifier
+        live = self._drop_expired(state, keep=key.token)
+        others = [lease for lease in live if lease.token != key.token]
+        log.info(
+            "%s: bulk mode already on (%s); %d other holder(s)", ident, state.mode, len(others)
+        )
+        group = state.holder_group
+        info = self.parameters(group)
+        if state.mode == "swap":
+            missing = {n: v for n, v in settings.items() if n in info and info[n].value != v}
+            missing.update({n: v for n, v in settings.items() if n not in info})
+        else:
+            missing = {n: v for n, v in settings.items() if n not in state.originals}
+        self._check_parameters(missing, info, group)
+        if len(state.tags) + 1 + len(missing) > MAX_TAGS:
+            raise BulkModeRefusedError(f"too many bulk-mode holders on {group} (tag limit)")
+        new_tags = self._lease_tag(key, ttl)
+        if missing and state.mode != "swap":
+            new_tags.update({ORIGINAL_TAG + n: encode_tag_value(info[n].value) for n in missing})
+        self._add_tags(group, new_tags)
+        if missing:
+            log.info("%s: adding bulk settings %s", ident, missing)
+            self._modify(group, missing, info)
+        reboot_ok = state.tags.get(REBOOT_TAG) == "allowed" or self.reboot_policy == "allowed"
+        return WaitSpec(ident, group, "enter", reboot_allowed=reboot_ok)
+
+    # -- renew ------------------------------------------------------------------------------------
+    def renew(self, key: LeaseKey, ttl: float) -> bool:
+        """Extend ``key``'s lease; ``False`` when it holds none (expired and dropped, or never)."""
+        state = self.read_state(self.instance())
+        if not any(lease.token == key.token for lease in state.leases):
+            return False
+        self._add_tags(state.holder_group, self._lease_tag(key, ttl))
+        return True
+
+    # -- exit -------------------------------------------------------------------------------------
+    def exit(self, key: LeaseKey) -> WaitSpec | None:
+        """Release ``key``'s lease; when no live lease is left, restore. Safe when enter never ran
+        or failed half-way: restores what was changed, does nothing when nothing was."""
+        ident = self.db_instance_identifier
+        instance = self.instance()
+        state = self.read_state(instance)
+        if any(lease.token == key.token for lease in state.leases):
+            self._remove_tags(state.holder_group, [LEASE_TAG + key.token])
+            state.leases = [lease for lease in state.leases if lease.token != key.token]
+        live = self._drop_expired(state)
+        if live and state.mode is not None:
+            log.info(
+                "%s: %d other holder(s) still in bulk mode (%s); leaving the bulk values on",
+                ident,
+                len(live),
+                ", ".join(lease.holder or lease.token for lease in live),
+            )
+            return None
+        if state.mode == "swap":
+            return self._exit_swap(instance, state)
+        originals = state.originals
+        if not originals:
+            log.info("%s: not in bulk mode; nothing to restore", ident)
+            return None
+        group = state.holder_group
+        info = self.parameters(group)
+        log.info("%s: last holder left; restoring %s", ident, originals)
+        to_set = {n: v for n, v in originals.items() if v is not None}
+        to_reset = [n for n, v in originals.items() if v is None]
+        if to_set:
+            self._modify(group, to_set, info)
+        if to_reset:
+            self._reset(group, to_reset, info)
+        # only now forget the originals: dying before this line means the next exit restores again
+        self._remove_tags(
+            group,
+            [k for k in state.tags if k.startswith(ORIGINAL_TAG)] + [MODE_TAG, REBOOT_TAG],
+        )
+        needs_reboot = any(n in info and info[n].static for n in originals)
+        return WaitSpec(ident, group, "exit", reboot_allowed=needs_reboot)
+
+    def _exit_swap(self, instance: dict[str, Any], state: RdsBulkState) -> WaitSpec | None:
+        ident = self.db_instance_identifier
+        bulk = self.bulk_group_name
+        original = state.tags.get(SWAPPED_FROM_TAG)
+        group, _ = self.current_group(instance)
+        if group != bulk:
+            log.info("%s: uses %s, not the bulk copy; removing the unused copy", ident, group)
+            self._delete_if_unused(bulk)
+            return None
+        if not original:
+            raise BulkModeStateError(
+                f"{bulk} carries no {SWAPPED_FROM_TAG} tag; cannot tell which group to return "
+                f"{ident} to. Associate the right group by hand and delete {bulk}."
+            )
+        log.info("%s: last holder left; swapping back to %s (reboot follows)", ident, original)
+        self.client.modify_db_instance(
+            DBInstanceIdentifier=ident, DBParameterGroupName=original, ApplyImmediately=True
+        )
+        # swap was only ever entered with reboots allowed; going back needs one too
+        return WaitSpec(ident, original, "exit", reboot_allowed=True, cleanup_group=bulk)
+
+    def _delete_if_unused(self, group: str) -> bool:
+        if not self.group_exists(group):
+            return False
+        users = self.instances_using(group)
+        if users:
+            log.warning("%s is still used by %s; not deleting it", group, ", ".join(users))
+            return False
+        self.client.delete_db_parameter_group(DBParameterGroupName=group)
+        log.info("deleted bulk parameter group %s", group)
+        return True
+
+    # -- waiting ----------------------------------------------------------------------------------
+    def check(self, spec: WaitSpec) -> str:
+        """One poll: ``ready``, ``pending-reboot`` or ``wait``."""
+        return evaluate_instance(self.instance(), spec.parameter_group)
+
+    def reboot(self, spec: WaitSpec) -> WaitSpec:
+        if not spec.reboot_allowed:
+            raise BulkModeStateError(
+                f"{spec.db_instance_identifier}: parameter group {spec.parameter_group} is "
+                "'pending-reboot' and the reboot policy does not allow a reboot; reboot it in a "
+                "maintenance window"
+            )
+        if spec.rebooted:
+            raise BulkModeStateError(
+                f"{spec.db_instance_identifier} is still 'pending-reboot' after a reboot"
+            )
+        log.info("%s: rebooting to apply %s", spec.db_instance_identifier, spec.parameter_group)
+        self.client.reboot_db_instance(DBInstanceIdentifier=spec.db_instance_identifier)
+        spec.rebooted = True
+        return spec
+
+    def finish(self, spec: WaitSpec) -> None:
+        """After the wait: drop the swap's bulk copy once nothing uses it."""
+        if spec.cleanup_group:
+            self._delete_if_unused(spec.cleanup_group)
+
+    def wait(self, spec: WaitSpec, *, delay: float, max_attempts: int) -> None:
+        """Poll until ready, rebooting once when the group is pending-reboot and that is allowed."""
+        for _ in range(max_attempts):
+            status = self.check(spec)
+            if status == "ready":
+                self.finish(spec)
+                return
+            if status == "pending-reboot":
+                spec = self.reboot(spec)
+            time.sleep(delay)
+        raise BulkModeStateError(
+            f"{spec.db_instance_identifier}: parameter group {spec.parameter_group} not in-sync "
+            f"after {max_attempts} checks {delay}s apart"
+        )

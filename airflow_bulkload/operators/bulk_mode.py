@@ -1,0 +1,210 @@
+"""EnterBulkModeOperator / ExitBulkModeOperator: a setup/teardown pair around a load.
+
+::
+
+    enter = EnterBulkModeOperator(task_id="enter_bulk_mode", table="public.events",
+                                  db_instance_identifier="prod-pg")
+    exit_ = ExitBulkModeOperator(task_id="exit_bulk_mode", table="public.events",
+                                 db_instance_identifier="prod-pg")
+    enter.as_setup() >> load >> exit_.as_teardown(setups=enter)
+
+The teardown runs whatever happened in between, and is safe when enter never ran or failed half-way.
+Both tasks must get the same ``table`` (and target): the lease is keyed by (dag id, table, logical
+date), so a re-run of the same DAG run re-claims its own lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context, conf
+
+from airflow_bulkload.bulk_mode_policy import (
+    LeaseKey,
+    check_reboot_policy,
+    check_strategy,
+)
+from airflow_bulkload.exceptions import BulkModeStateError
+from airflow_bulkload.hooks.bulk_mode import DEFAULT_LEASE_TTL, BulkModeHook
+from airflow_bulkload.hooks.rds_bulk_mode import WaitSpec
+from airflow_bulkload.triggers.bulk_mode import RdsParameterGroupInSyncTrigger
+
+
+class _BulkModeOperator(BaseOperator):
+    """Shared arguments; see :class:`EnterBulkModeOperator`."""
+
+    template_fields: Sequence[str] = (
+        "table",
+        "conn_id",
+        "db_instance_identifier",
+        "aws_conn_id",
+        "region_name",
+        "settings",
+        "strategy",
+        "reboot_policy",
+    )
+    ui_color = "#fde9c8"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        conn_id: str | None = None,
+        db_instance_identifier: str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        settings: dict[str, Any] | None = None,
+        strategy: str = "auto",
+        reboot_policy: str = "never",
+        lease_ttl: timedelta = DEFAULT_LEASE_TTL,
+        expected_load_duration: timedelta | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        waiter_delay: int = 30,
+        waiter_max_attempts: int = 60,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not conn_id and not db_instance_identifier:
+            raise ValueError("give db_instance_identifier (RDS/Aurora) or conn_id (own server)")
+        if "{{" not in strategy:
+            check_strategy(strategy)
+        if "{{" not in reboot_policy:
+            check_reboot_policy(reboot_policy)
+        self.table = table
+        self.conn_id = conn_id
+        self.db_instance_identifier = db_instance_identifier
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.settings = settings
+        self.strategy = strategy
+        self.reboot_policy = reboot_policy
+        self.lease_ttl = lease_ttl
+        self.expected_load_duration = expected_load_duration
+        self.deferrable = deferrable
+        self.waiter_delay = waiter_delay
+        self.waiter_max_attempts = waiter_max_attempts
+
+    def hook(self) -> BulkModeHook:
+        return BulkModeHook(
+            conn_id=self.conn_id,
+            db_instance_identifier=self.db_instance_identifier,
+            aws_conn_id=self.aws_conn_id,
+            region_name=self.region_name,
+            settings=self.settings,
+            strategy=self.strategy,
+            reboot_policy=self.reboot_policy,
+            expected_load_duration=self.expected_load_duration,
+        )
+
+    def lease_key(self, context: Context) -> LeaseKey:
+        when = context.get("logical_date") or context["run_id"]
+        return LeaseKey.of(context["dag"].dag_id, self.table, when)
+
+    def _summary(self, key: LeaseKey, spec: WaitSpec | None) -> dict[str, Any]:
+        return {
+            "lease": key.token,
+            "holder": key.describe(),
+            "target": self.db_instance_identifier or self.conn_id,
+            "parameter_group": spec.parameter_group if spec else None,
+        }
+
+    def _wait(self, context: Context, spec: WaitSpec | None, key: LeaseKey) -> dict[str, Any]:
+        if spec is None:
+            return self._summary(key, None)
+        if self.deferrable:
+            self._defer(spec)
+        hook = self.hook()
+        hook.wait(spec, delay=self.waiter_delay, max_attempts=self.waiter_max_attempts)
+        self.log.info(
+            "%s: parameter group %s in-sync", spec.db_instance_identifier, spec.parameter_group
+        )
+        return self._summary(key, spec)
+
+    def _defer(self, spec: WaitSpec) -> None:
+        self.defer(
+            trigger=RdsParameterGroupInSyncTrigger(
+                spec=spec.to_dict(),
+                waiter_delay=self.waiter_delay,
+                waiter_max_attempts=self.waiter_max_attempts,
+                aws_conn_id=self.aws_conn_id,
+                region_name=self.region_name,
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.waiter_delay * self.waiter_max_attempts + 60),
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Resume after the trigger: finish on ``ready``, reboot (if allowed) and defer again on
+        ``pending-reboot``, fail with the reason otherwise."""
+        spec = WaitSpec.from_dict(event["spec"])
+        status = event.get("status")
+        hook = self.hook()
+        if status == "ready":
+            hook.rds.finish(spec)
+            self.log.info(
+                "%s: parameter group %s in-sync", spec.db_instance_identifier, spec.parameter_group
+            )
+            return self._summary(self.lease_key(context), spec)
+        if status == "pending-reboot":
+            self._defer(hook.rds.reboot(spec))
+        raise BulkModeStateError(
+            f"{spec.db_instance_identifier}: waiting for {spec.parameter_group} failed: "
+            f"{event.get('message', status)}"
+        )
+
+
+class EnterBulkModeOperator(_BulkModeOperator):
+    """Put the server in bulk mode for one table's load: take a lease, set the bulk values
+    (RDS parameter group or self-managed server settings) and wait until they are in effect.
+
+    Use it as a setup task, paired with :class:`ExitBulkModeOperator` as its teardown.
+
+    :param table: the table being loaded; part of the lease key (dag id, table, logical date).
+    :param conn_id: ``postgres``/``mysql`` connection of a self-managed server. Its database holds
+        the lease tables; point every pipeline on one server at the same database.
+    :param db_instance_identifier: the RDS/Aurora DB instance (selects the RDS backend).
+    :param aws_conn_id: AWS connection (RDS backend).
+    :param region_name: AWS region, if not the connection's.
+    :param settings: overrides of the default bulk settings; ``None`` as a value drops a default.
+        PostgreSQL defaults: maintenance_work_mem 1 GB, max_wal_size 4 GB, checkpoint_timeout
+        30 min. MySQL: dynamic only (innodb_io_capacity[_max]). Static ones (e.g.
+        innodb_log_file_size) need ``reboot_policy='allowed'``; doublewrite off is always refused.
+    :param strategy: RDS: ``auto`` (default: modify the instance's own custom group in place, else
+        swap), ``modify-in-place`` or ``swap`` (associate a bulk copy of the group; needs reboots).
+    :param reboot_policy: RDS: ``never`` (default) or ``allowed``.
+    :param lease_ttl: how long the lease holds without renewal; after that another run's enter or
+        exit may restore the settings.
+    :param expected_load_duration: RDS: warn if the maintenance window falls within it.
+    :param deferrable: wait for the RDS change in the triggerer instead of a worker slot.
+    :param waiter_delay: seconds between checks while waiting.
+    :param waiter_max_attempts: checks before giving up.
+    """
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        key = self.lease_key(context)
+        hook = self.hook()
+        self.log.info("entering bulk mode for %s (lease %s)", key.describe(), key.token)
+        spec = hook.enter(key, self.lease_ttl)
+        return self._wait(context, spec, key)
+
+
+class ExitBulkModeOperator(_BulkModeOperator):
+    """Release the lease taken by :class:`EnterBulkModeOperator`; when it was the last live lease,
+    put the original values back (RDS: recorded parameter values, or the original group after a
+    swap, deleting the bulk copy) and wait until they are in effect.
+
+    Safe as a teardown whatever happened before: when enter never ran, nothing is changed; when it
+    failed half-way, what it changed is restored. Takes the same parameters as the enter operator
+    (``settings``, ``lease_ttl``, ``expected_load_duration`` are unused here).
+    """
+
+    ui_color = "#e3f1d4"
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        key = self.lease_key(context)
+        hook = self.hook()
+        self.log.info("leaving bulk mode for %s (lease %s)", key.describe(), key.token)
+        spec = hook.exit(key)
+        return self._wait(context, spec, key)

@@ -1,0 +1,86 @@
+"""RdsParameterGroupInSyncTrigger: wait, without a worker slot, for an RDS parameter change."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.providers.amazon.aws.hooks.rds import RdsHook
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_bulkload.hooks.rds_bulk_mode import WaitSpec, evaluate_instance
+
+
+class RdsParameterGroupInSyncTrigger(BaseTrigger):
+    """Poll the instance until it is ``available`` with the expected parameter group ``in-sync``
+    (event ``ready``) or ``pending-reboot`` (event ``pending-reboot``: the operator decides about
+    the reboot and defers again). Like the amazon provider's waiter triggers, it takes
+    ``waiter_delay``/``waiter_max_attempts`` and uses the hook's async (aiobotocore) client.
+
+    :param spec: a :class:`~airflow_bulkload.hooks.rds_bulk_mode.WaitSpec` as a dict.
+    :param waiter_delay: seconds between checks.
+    :param waiter_max_attempts: checks before giving up (event ``timeout``).
+    :param aws_conn_id: AWS connection.
+    :param region_name: AWS region, if not the connection's.
+    """
+
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        waiter_delay: int,
+        waiter_max_attempts: int,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.spec = spec
+        self.waiter_delay = waiter_delay
+        self.waiter_max_attempts = waiter_max_attempts
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "spec": self.spec,
+                "waiter_delay": self.waiter_delay,
+                "waiter_max_attempts": self.waiter_max_attempts,
+                "aws_conn_id": self.aws_conn_id,
+                "region_name": self.region_name,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        spec = WaitSpec.from_dict(self.spec)
+        hook = RdsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
+        try:
+            async with await hook.get_async_conn() as client:
+                for attempt in range(1, self.waiter_max_attempts + 1):
+                    found = await client.describe_db_instances(
+                        DBInstanceIdentifier=spec.db_instance_identifier
+                    )
+                    status = evaluate_instance(found["DBInstances"][0], spec.parameter_group)
+                    self.log.info(
+                        "%s / %s: %s (check %d of %d)",
+                        spec.db_instance_identifier,
+                        spec.parameter_group,
+                        status,
+                        attempt,
+                        self.waiter_max_attempts,
+                    )
+                    if status != "wait":
+                        yield TriggerEvent({"status": status, "spec": self.spec})
+                        return
+                    await asyncio.sleep(self.waiter_delay)
+        except Exception as exc:  # report to the operator, which fails the task with the reason
+            yield TriggerEvent({"status": "error", "message": repr(exc), "spec": self.spec})
+            return
+        yield TriggerEvent(
+            {
+                "status": "timeout",
+                "message": f"not in-sync after {self.waiter_max_attempts} checks",
+                "spec": self.spec,
+            }
+        )

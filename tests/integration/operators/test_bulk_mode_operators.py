@@ -1,0 +1,109 @@
+"""Enter/ExitBulkModeOperator as setup/teardown, run for real with dag.test().
+
+RDS runs against the moto server (the trigger's aiobotocore client reaches it through the
+``aws_default`` endpoint) with the apply-semantics model from tests/support/rds_model.py.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from airflow_bulkload.operators import EnterBulkModeOperator, ExitBulkModeOperator
+from tests.harness import MotoServer, TestDatabase, register_dag, unique_name
+from tests.integration.hooks.test_bulk_mode_server import (
+    _bulk_shown,
+    _show,
+    _wait_shown,
+    restore_globals,  # noqa: F401 (fixture)
+)
+from tests.integration.hooks.test_rds_bulk_mode import group_status, make_instance, values
+
+
+def _task_states(run: Any) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+
+
+def test_deferrable_swap_runs_its_trigger_reboots_and_resumes(
+    airflow_db: Path, moto_server: MotoServer, rds_model: Any
+) -> None:
+    from airflow.sdk import DAG, task
+    from airflow.utils.state import DagRunState
+
+    rds = moto_server.client("rds")
+    ident = unique_name("db").replace("_", "-")
+    group = f"{ident}-pg"
+    make_instance(rds, ident, group=group, group_values={"work_mem": "4096"})
+    before = values(rds, group)
+    common: dict[str, Any] = {
+        "table": "public.events",
+        "db_instance_identifier": ident,
+        "strategy": "swap",
+        "reboot_policy": "allowed",
+        "deferrable": True,
+        "waiter_delay": 0,
+        "waiter_max_attempts": 20,
+    }
+    seen: dict[str, Any] = {}
+
+    with DAG(
+        dag_id="bulkload_test_bulk_mode_rds", schedule=None, start_date=datetime(2025, 1, 1)
+    ) as dag:
+        enter = EnterBulkModeOperator(task_id="enter_bulk_mode", **common)
+        exit_ = ExitBulkModeOperator(task_id="exit_bulk_mode", **common)
+
+        @task
+        def load() -> None:
+            seen["status"] = group_status(rds, ident)
+            seen["max_wal_size"] = values(rds, f"bulkload-{ident}")["max_wal_size"]
+
+        enter.as_setup() >> load() >> exit_.as_teardown(setups=enter)
+
+    register_dag(dag)
+    run = dag.test(run_after=datetime(2025, 1, 2))
+
+    assert run.state == DagRunState.SUCCESS, _task_states(run)
+    assert seen == {"status": (f"bulkload-{ident}", "in-sync"), "max_wal_size": ("4096", "user")}
+    assert group_status(rds, ident) == (group, "in-sync")
+    assert values(rds, group) == before
+    assert not rds.describe_db_parameter_groups(DBParameterGroupName=f"bulkload-{ident}")[
+        "DBParameterGroups"
+    ]
+
+
+def test_teardown_restores_a_server_when_the_load_fails(
+    airflow_db: Path,
+    restore_globals: TestDatabase,  # noqa: F811
+) -> None:
+    from airflow.sdk import DAG, task
+    from airflow.utils.state import DagRunState
+
+    db = restore_globals
+    names = list(_bulk_shown(db))
+    before = {n: _show(db, n) for n in names}
+    seen: dict[str, Any] = {}
+
+    with DAG(
+        dag_id=f"bulkload_test_bulk_mode_{db.engine}",
+        schedule=None,
+        start_date=datetime(2025, 1, 1),
+    ) as dag:
+        enter = EnterBulkModeOperator(task_id="enter_bulk_mode", table="events", conn_id=db.conn_id)
+        exit_ = ExitBulkModeOperator(task_id="exit_bulk_mode", table="events", conn_id=db.conn_id)
+
+        @task
+        def load() -> None:
+            seen.update(_wait_shown(db, _bulk_shown(db)))
+            raise RuntimeError("the load failed")
+
+        enter.as_setup() >> load() >> exit_.as_teardown(setups=enter)
+
+    register_dag(dag)
+    run = dag.test(run_after=datetime(2025, 1, 2))
+
+    states = _task_states(run)
+    assert run.state == DagRunState.FAILED
+    assert states["load"] == "failed" and states["exit_bulk_mode"] == "success", states
+    assert seen == _bulk_shown(db)
+    assert _wait_shown(db, before) == before
