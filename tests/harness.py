@@ -7,8 +7,10 @@ Connection settings can be pointed elsewhere with the ``BULKLOAD_TEST_*`` variab
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import socket
 import tempfile
 import uuid
@@ -28,6 +30,8 @@ def configure_process_environment() -> Path:
     if not home:
         home = tempfile.mkdtemp(prefix="bulkload-airflow-home-")
         os.environ["BULKLOAD_TEST_AIRFLOW_HOME"] = home
+        # Only the process that made it removes it; subprocesses inherit the variable.
+        atexit.register(shutil.rmtree, home, ignore_errors=True)
     os.environ["AIRFLOW_HOME"] = home
     defaults = {
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
