@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -138,4 +139,6 @@ class LoadReportOperator(BaseOperator):
             stages[name] = stage_seconds(starts, ends)
         summary = summarize(self.table, results, stages)
         self.log.info("load report\n%s", markdown_report(summary, results))
+        # one machine-readable line, for scripts that read the task log
+        self.log.info("BULKLOAD_REPORT %s", json.dumps(summary, sort_keys=True))
         return summary
