@@ -46,7 +46,7 @@ class ChunkStream:
             yield data
 
 
-def _s3_client(aws_conn_id: str | None) -> Any:
+def s3_client(aws_conn_id: str | None) -> Any:
     from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
     return S3Hook(aws_conn_id=aws_conn_id).get_conn()
@@ -62,7 +62,7 @@ def open_s3_stream(
     object size. A missing object raises :class:`ChunkLoadError` naming the URI.
     """
     bucket, key = parse_s3_uri(uri)
-    s3 = client or _s3_client(aws_conn_id)
+    s3 = client or s3_client(aws_conn_id)
     try:
         response = s3.get_object(Bucket=bucket, Key=key)
     except Exception as exc:

@@ -217,6 +217,24 @@ class Dialect(abc.ABC):
     def record_chunk(self, conn: Any, entry: LedgerEntry) -> None:
         """Insert the ledger row, in the loading transaction."""
 
+    @abc.abstractmethod
+    def ledger_entries(self, conn: Any, table: TableRef, key_prefix: str) -> list[LedgerEntry]:
+        """The committed chunks of ``table`` whose key starts with ``key_prefix``, by key."""
+
+    @abc.abstractmethod
+    def withdraw_chunk(
+        self,
+        conn: Any,
+        table: TableRef,
+        entry: LedgerEntry,
+        chunk: ChunkSpec,
+        key_columns: list[str],
+        stream: ChunkStream,
+    ) -> int:
+        """Take a committed chunk back out: delete the rows of ``table`` whose ``key_columns``
+        equal those of a row in ``stream`` (the chunk's content, as it was loaded) and the
+        chunk's ledger entry, in one transaction of its own (committed). Returns rows deleted."""
+
     # -- load slots -------------------------------------------------------------------------------
     @abc.abstractmethod
     def try_acquire_load_slot(self, conn: Any, table: TableRef, slot: int) -> bool:

@@ -640,6 +640,67 @@ class MySqlDialect(Dialect):
                 ),
             )
 
+    def ledger_entries(self, conn: Any, table: TableRef, key_prefix: str) -> list[LedgerEntry]:
+        with _cursor(conn) as cur:
+            cur.execute(
+                "SELECT `table_name`, `chunk_key`, `checksum`, `row_count`, `byte_count`, "  # noqa: S608 (quoted)
+                f"`load_id` FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
+                "WHERE `table_name` = %s AND LEFT(`chunk_key`, CHAR_LENGTH(%s)) = %s "
+                "ORDER BY `chunk_key`, `loaded_at`",
+                (str(table), key_prefix, key_prefix),
+            )
+            rows = cur.fetchall()
+        conn.commit()  # end the read's snapshot
+        return [LedgerEntry(r[0], r[1], r[2], int(r[3]), int(r[4]), r[5]) for r in rows]
+
+    def withdraw_chunk(
+        self,
+        conn: Any,
+        table: TableRef,
+        entry: LedgerEntry,
+        chunk: ChunkSpec,
+        key_columns: list[str],
+        stream: ChunkStream,
+    ) -> int:
+        """LOAD the chunk into a scratch table beside the target, delete the rows whose key
+        matches and the ledger entry in one transaction under the chunk's lock, then drop the
+        scratch table. MySQL's DDL commits, so the scratch table is a regular table made and
+        dropped outside that transaction (a killed run's leftover is replaced next time)."""
+        name = "bulkload_withdraw_" + chunk_id(entry.table, entry.chunk_key).hex()[:16]
+        scratch = TableRef(name=name, schema=table.schema)
+        columns = chunk.columns or [column for column, _ in self.load_columns(conn, table)]
+        selected = ", ".join(quote_identifier(c, "column") for c in columns)
+        match = " AND ".join(
+            f"t.{quote_identifier(c, 'column')} = w.{quote_identifier(c, 'column')}"
+            for c in key_columns
+        )
+        with _cursor(conn) as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {quote_table(scratch)}")
+            cur.execute(
+                f"CREATE TABLE {quote_table(scratch)} ENGINE=InnoDB "  # noqa: S608 (quoted)
+                f"SELECT {selected} FROM {quote_table(table)} LIMIT 0"
+            )
+        try:
+            with self.transaction(conn):
+                self.claim_chunk(conn, table, chunk)
+                self.load_stream(conn, scratch, columns, chunk.format, stream, chunk.uri)
+                with _cursor(conn) as cur:
+                    deleted = int(
+                        cur.execute(
+                            f"DELETE t FROM {quote_table(table)} AS t "
+                            f"JOIN {quote_table(scratch)} AS w ON {match}"
+                        )
+                    )
+                    cur.execute(
+                        f"DELETE FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+                        "WHERE `chunk_id` = %s AND `checksum` = %s",
+                        (chunk_id(entry.table, entry.chunk_key), entry.checksum),
+                    )
+        finally:
+            with _cursor(conn) as cur:
+                cur.execute(f"DROP TABLE IF EXISTS {quote_table(scratch)}")
+        return deleted
+
     # -- load slots -------------------------------------------------------------------------------
     def try_acquire_load_slot(self, conn: Any, table: TableRef, slot: int) -> bool:
         return _scalar(conn, "SELECT GET_LOCK(%s, 0)", (load_slot_name(str(table), slot),)) == 1

@@ -405,6 +405,63 @@ class PostgresDialect(Dialect):
             (entry.table, entry.chunk_key, entry.checksum, entry.rows, entry.bytes, entry.load_id),
         )
 
+    def ledger_entries(self, conn: Any, table: TableRef, key_prefix: str) -> list[LedgerEntry]:
+        with self._read(conn) as cur:
+            cur.execute(
+                sql.SQL(
+                    "SELECT table_name, chunk_key, checksum, rows, bytes, load_id"
+                    " FROM {}.chunk_ledger WHERE table_name = %s"
+                    " AND left(chunk_key, length(%s)) = %s ORDER BY chunk_key, loaded_at"
+                ).format(_S),
+                (str(table), key_prefix, key_prefix),
+            )
+            rows = cur.fetchall()
+        return [LedgerEntry(r[0], r[1], r[2], int(r[3]), int(r[4]), r[5]) for r in rows]
+
+    def withdraw_chunk(
+        self,
+        conn: Any,
+        table: TableRef,
+        entry: LedgerEntry,
+        chunk: ChunkSpec,
+        key_columns: list[str],
+        stream: ChunkStream,
+    ) -> int:
+        """COPY the chunk into a temporary table (dropped at commit), delete the rows whose key
+        matches, and the ledger entry; under the chunk's claim, so no loader races it."""
+        info = self.describe_table(conn, table)
+        generated = set(info.extra.get("generated_columns", []))
+        columns = chunk.columns or [c.name for c in info.columns if c.name not in generated]
+        scratch = TableRef(name="bulkload_withdrawn_rows", schema="pg_temp")
+        match = sql.SQL(" AND ").join(
+            sql.SQL("t.{c} = w.{c}").format(c=sql.Identifier(c)) for c in key_columns
+        )
+        with self.transaction(conn):
+            self.claim_chunk(conn, table, chunk)
+            conn.execute(
+                sql.SQL(
+                    "CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA"
+                ).format(
+                    sql.Identifier(scratch.name),
+                    sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+                    table_identifier(table),
+                )
+            )
+            self.load_stream(conn, scratch, columns, chunk.format, stream, chunk.uri)
+            deleted = conn.execute(
+                sql.SQL("DELETE FROM {} AS t USING {} AS w WHERE {}").format(
+                    table_identifier(table), table_identifier(scratch), match
+                )
+            ).rowcount
+            conn.execute(
+                sql.SQL(
+                    "DELETE FROM {}.chunk_ledger"
+                    " WHERE table_name = %s AND chunk_key = %s AND checksum = %s"
+                ).format(_S),
+                (entry.table, entry.chunk_key, entry.checksum),
+            )
+        return int(deleted)
+
     # -- load slots -------------------------------------------------------------------------------
     # Two-int4 advisory keys: a key space apart from the single-bigint chunk claims.
     def try_acquire_load_slot(self, conn: Any, table: TableRef, slot: int) -> bool:

@@ -14,9 +14,11 @@ from airflow.sdk import BaseHook
 
 from airflow_bulkload.dialects import Dialect, dialect_for
 from airflow_bulkload.dialects.base import LedgerEntry, ServerFacts, TableInfo, TableRef
-from airflow_bulkload.exceptions import ChunkConflictError, RowCountMismatchError
-from airflow_bulkload.s3io import open_s3_stream, s3_region
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
+from airflow_bulkload.exceptions import BulkLoadError, ChunkConflictError, RowCountMismatchError
+from airflow_bulkload.s3io import open_s3_stream, s3_client, s3_region
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, parse_s3_uri
+from airflow_bulkload.staging.planning import MANIFEST_NAME
+from airflow_bulkload.staging.stager import read_manifest
 
 LOAD_METHODS = ("client", "rds_s3", "aurora_s3")
 
@@ -179,6 +181,80 @@ class BulkLoadHook(BaseHook):
             nbytes / 1e6 / result.seconds if result.seconds else 0.0,
         )
         return result
+
+    def withdraw_superseded_chunks(self, table: str, manifest_uri: str) -> list[ChunkResult]:
+        """Take back the chunks an earlier attempt of this load committed from a staging of its
+        input that the staging at ``manifest_uri`` replaced (the input was corrected and staged
+        again, under a new fingerprint). Without this, a re-run after fixing a bad file would
+        load the earlier attempt's good chunks a second time.
+
+        Staging puts every attempt of one load under ``<load prefix>/<fingerprint>/``: the
+        ledger's chunks under the load prefix but outside the current fingerprint's are the
+        superseded ones. Each is read again from its old staging location and its rows are
+        deleted by primary key, with its ledger entry, in one transaction.
+        """
+        current = manifest_uri.rsplit("/", 1)[0] + "/"
+        bucket, current_key = parse_s3_uri(current)
+        load_key = current_key.rstrip("/").rsplit("/", 1)[0] + "/"
+        dialect = self.dialect
+        s3 = s3_client(self.aws_conn_id)
+        results: list[ChunkResult] = []
+        with closing(self.get_conn()) as conn:
+            dialect.ensure_state_schema(conn)
+            ref = dialect.qualified_name(conn, dialect.table_ref(table))
+            superseded = [
+                entry
+                for entry in dialect.ledger_entries(conn, ref, load_key)
+                if not entry.chunk_key.startswith(current_key)
+            ]
+            if not superseded:
+                return results
+            key_columns = dialect.describe_table(conn, ref).primary_key
+            if not key_columns:
+                raise BulkLoadError(
+                    f"{ref} has no primary key, so the rows of {len(superseded)} chunk(s) an "
+                    "earlier attempt of this load committed from a since-replaced staging "
+                    f"(e.g. s3://{bucket}/{superseded[0].chunk_key}) cannot be told apart: "
+                    "delete them by hand, then their rows in the chunk ledger"
+                )
+            for entry in superseded:
+                results.append(self._withdraw(conn, ref, entry, bucket, key_columns, s3))
+        return results
+
+    def _withdraw(
+        self,
+        conn: Any,
+        table: TableRef,
+        entry: LedgerEntry,
+        bucket: str,
+        key_columns: list[str],
+        s3: Any,
+    ) -> ChunkResult:
+        started = time.monotonic()
+        uri = f"s3://{bucket}/{entry.chunk_key}"
+        manifest = read_manifest(s3, uri.rsplit("/", 1)[0] + "/" + MANIFEST_NAME)
+        spec = next((c for c in manifest.chunks if c.uri == uri), None) if manifest else None
+        if spec is None:
+            raise BulkLoadError(
+                f"{uri} was loaded into {table} by an earlier attempt of this load from a staging "
+                "that has since been replaced, and its manifest is gone: its rows cannot be "
+                "identified to take them back"
+            )
+        with open_s3_stream(
+            uri, aws_conn_id=None, compression=spec.compression, client=s3
+        ) as stream:
+            deleted = self.dialect.withdraw_chunk(conn, table, entry, spec, key_columns, stream)
+        if deleted != entry.rows:
+            self.log.warning(
+                "%s: took back %d rows, but the ledger says it loaded %d (rows changed since?)",
+                uri,
+                deleted,
+                entry.rows,
+            )
+        self.log.info(
+            "%s: superseded by a new staging; took its %d rows back out of %s", uri, deleted, table
+        )
+        return ChunkResult(uri, deleted, entry.bytes, time.monotonic() - started, False, "withdraw")
 
     @contextmanager
     def _load_slot(

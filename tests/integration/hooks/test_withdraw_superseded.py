@@ -1,0 +1,105 @@
+"""A corrected input, staged again, never loads the failed attempt's committed chunks twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError
+from airflow_bulkload.hooks import BulkLoadHook
+from airflow_bulkload.staging.manifest import FileFormat
+from airflow_bulkload.staging.stager import StageResult, StagingOptions, stage
+from tests.harness import MotoServer, TestDatabase
+
+GOOD = "".join(f"{i},note {i}\n" for i in range(1, 301))
+BAD_ROW = "301,this row is fine\n302,not-a-number-in-an-int-column-follows\nthree,oops\n"
+FIXED_ROW = "301,this row is fine\n302,not-a-number-in-an-int-column-follows\n303,fixed\n"
+
+
+def stage_input(moto: MotoServer, bucket: str, path: Path) -> StageResult:
+    return stage(
+        str(path),
+        s3=moto.client("s3"),
+        staging_uri=f"s3://{bucket}/staging",
+        dag_id="nightly",
+        table="notes",
+        run="2026-11-21",
+        options=StagingOptions(
+            file_format=FileFormat(header=False),
+            columns=["id", "note"],
+            chunk_size=1500,
+            compression="gzip",
+        ),
+    )
+
+
+def load_all(hook: BulkLoadHook, result: StageResult) -> None:
+    for chunk in result.manifest.chunks:
+        hook.load_chunk("notes", chunk)
+
+
+def create_notes(db: TestDatabase, *, primary_key: bool = True) -> None:
+    key = " PRIMARY KEY" if primary_key else ""
+    text = "text" if db.engine == "postgres" else "VARCHAR(100)"
+    db.query(f"CREATE TABLE notes (id int{key}, note {text})")
+
+
+def test_corrected_input_takes_back_the_failed_attempts_chunks(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    create_notes(any_db)
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD + BAD_ROW)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    first = stage_input(moto_server, s3_bucket, source)
+    assert len(first.manifest.chunks) > 2
+    with pytest.raises(ChunkLoadError):
+        load_all(hook, first)  # the last chunk holds the bad row: the ones before it committed
+    committed = any_db.query("SELECT count(*) FROM notes")[0][0]
+    assert 0 < committed < 300
+
+    source.write_text(GOOD + FIXED_ROW)
+    second = stage_input(moto_server, s3_bucket, source)
+    assert second.prefix != first.prefix
+    taken_back = hook.withdraw_superseded_chunks("notes", second.manifest_uri)
+    assert sum(r.rows for r in taken_back) == committed
+    assert any_db.query("SELECT count(*) FROM notes")[0][0] == 0
+    load_all(hook, second)
+
+    ids = [r[0] for r in any_db.query("SELECT id FROM notes ORDER BY id")]
+    assert ids == list(range(1, 304))
+    assert hook.withdraw_superseded_chunks("notes", second.manifest_uri) == []
+
+
+def test_rows_already_in_the_table_before_the_load_are_kept(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    create_notes(pg_db)
+    pg_db.query("INSERT INTO notes VALUES (5000, 'from yesterday')")
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD)
+    hook = BulkLoadHook(conn_id=pg_db.conn_id)
+    load_all(hook, stage_input(moto_server, s3_bucket, source))
+    source.write_text(GOOD + "301,late arrival\n")
+    second = stage_input(moto_server, s3_bucket, source)
+
+    hook.withdraw_superseded_chunks("notes", second.manifest_uri)
+    load_all(hook, second)
+
+    assert pg_db.query("SELECT count(*), min(id), max(id) FROM notes") == [(302, 1, 5000)]
+
+
+def test_a_table_without_primary_key_is_refused_with_what_to_do(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    create_notes(pg_db, primary_key=False)
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD)
+    hook = BulkLoadHook(conn_id=pg_db.conn_id)
+    load_all(hook, stage_input(moto_server, s3_bucket, source))
+    source.write_text(GOOD + "301,late arrival\n")
+    second = stage_input(moto_server, s3_bucket, source)
+
+    with pytest.raises(BulkLoadError, match=r"no primary key.*delete them by hand"):
+        hook.withdraw_superseded_chunks("notes", second.manifest_uri)
