@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_bulkload.hooks.bulk_load import LOAD_METHODS, BulkLoadHook
+from airflow_bulkload.exceptions import ChunkConflictError, ChunkLoadError
+from airflow_bulkload.hooks.bulk_load import LOAD_METHODS, BulkLoadHook, ChunkResult
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 
 
@@ -79,7 +81,15 @@ class LoadChunkOperator(BaseOperator):
         spec = ChunkSpec.from_dict(self.chunk)
         load_id = self.load_id or f"{context['dag'].dag_id}/{context['run_id']}"
         hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
-        result = hook.load_chunk(
+        try:
+            result = self._load(hook, spec, load_id)
+        except (ChunkLoadError, ChunkConflictError) as exc:
+            # bad data stays bad: fail now rather than retry (the transaction left nothing behind)
+            raise AirflowFailException(str(exc)) from exc
+        return result.to_dict()
+
+    def _load(self, hook: BulkLoadHook, spec: ChunkSpec, load_id: str) -> ChunkResult:
+        return hook.load_chunk(
             self.table,
             spec,
             method=self.method,
@@ -90,4 +100,3 @@ class LoadChunkOperator(BaseOperator):
             if self.max_concurrent_loads not in (None, "", "None")
             else None,
         )
-        return result.to_dict()
