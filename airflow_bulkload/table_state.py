@@ -234,14 +234,20 @@ def decide_drops(
         elif not (drop_ix or not info.secondary_indexes):
             drop_pk, why = False, "secondary indexes are kept, so the primary key is kept too"
         elif not tiny:
-            drop_pk, why = False, (
-                f"the input is {ratio:.1f}x the table (< {DROP_PRIMARY_KEY_MIN_RATIO:g}x): "
-                "rebuilding the primary key would sort the whole table"
+            drop_pk, why = (
+                False,
+                (
+                    f"the input is {ratio:.1f}x the table (< {DROP_PRIMARY_KEY_MIN_RATIO:g}x): "
+                    "rebuilding the primary key would sort the whole table"
+                ),
             )
         else:
-            drop_pk, why = True, (
-                "the table is empty or tiny relative to the input: drop everything incl. the "
-                "primary key and rebuild in parallel sessions"
+            drop_pk, why = (
+                True,
+                (
+                    "the table is empty or tiny relative to the input: drop everything incl. the "
+                    "primary key and rebuild in parallel sessions"
+                ),
             )
         reasons["drop_primary_key"] = why + " (auto)"
     else:
