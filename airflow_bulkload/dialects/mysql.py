@@ -1045,7 +1045,23 @@ class MySqlDialect(Dialect):
             for ix in info.indexes
             if any(cols and ix.columns[: len(cols)] == cols for cols in key_columns)
         ]
-        return snapshot_from_info(self.name, info, needed_by_fk=needed)
+        snapshot = snapshot_from_info(self.name, info, needed_by_fk=needed)
+        # Foreign keys as the server prints them: information_schema cannot tell an explicit
+        # RESTRICT from the default (MariaDB shows both as RESTRICT and then NO ACTION once
+        # re-added), the CONSTRAINT line of SHOW CREATE TABLE can.
+        lines: dict[tuple[str, str], dict[str, str]] = {}
+        with _cursor(conn) as cur:
+            for fk in snapshot["foreign_keys"]:
+                owner = TableRef(name=fk["table"], schema=fk["schema"])
+                key = (str(owner.schema), owner.name)
+                if key not in lines:
+                    cur.execute("SHOW CREATE TABLE " + quote_table(owner))
+                    lines[key] = parse_foreign_key_lines(str(cur.fetchone()[1]))
+                line = lines[key].get(fk["name"])
+                if line is not None:
+                    fk["definition"] = f"ALTER TABLE {quote_table(owner)} ADD {line}"
+        conn.commit()
+        return snapshot
 
     def claim_table(self, conn: Any, table: TableRef, load_id: str, holder: str) -> str | None:
         claims = self._state_table(conn, "bulkload_table_claims")
@@ -1396,6 +1412,22 @@ def parse_key_lines(create_sql: str) -> dict[str, str]:
         name = m.group("name")
         index_name = "PRIMARY" if name is None else name[1:-1].replace("``", "`")
         lines[index_name] = m.group("line")
+    return lines
+
+
+_FOREIGN_KEY_LINE_RE = re.compile(
+    r"^\s*(?P<line>CONSTRAINT (?P<name>`(?:[^`]|``)*`) FOREIGN KEY .*?),?$"
+)
+
+
+def parse_foreign_key_lines(create_sql: str) -> dict[str, str]:
+    """Constraint name -> its ``CONSTRAINT ... FOREIGN KEY ...`` line from ``SHOW CREATE TABLE``
+    (an unqualified referenced table is in the owner table's database, as MySQL reads it)."""
+    lines: dict[str, str] = {}
+    for raw in create_sql.splitlines()[1:]:
+        m = _FOREIGN_KEY_LINE_RE.match(raw)
+        if m:
+            lines[m.group("name")[1:-1].replace("``", "`")] = m.group("line")
     return lines
 
 

@@ -203,7 +203,7 @@ def test_restore_after_a_failed_load(
     bad = put_chunk(moto_server, s3_bucket, "c1.csv.gz", b"2001,1,b1,open,1,,x\n2002,oops\n")
     loader = BulkLoadHook(conn_id=pg_db.conn_id)
     loader.load_chunk("public.orders", good, load_id="R")
-    with pytest.raises(Exception, match="c1.csv.gz"):
+    with pytest.raises(Exception, match=r"c1\.csv\.gz"):
         loader.load_chunk("public.orders", bad, load_id="R")
 
     restored = hook.restore("orders", load_id="R")
