@@ -71,5 +71,6 @@ class ChildPeakRss:
         self._thread.join()
 
     @property
-    def peak_mb(self) -> float:
-        return round(self.peak_kib / 1024, 1)
+    def peak_mb(self) -> float | None:
+        """None when no child lived long enough to be sampled."""
+        return round(self.peak_kib / 1024, 1) if self.peak_kib else None
