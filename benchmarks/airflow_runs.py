@@ -60,7 +60,9 @@ class AirflowSandbox:
         if log is None:
             return subprocess.run(command, capture_output=True, text=True, check=False)
         with open(log, "w") as out:
-            return subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+            return subprocess.run(
+                command, stdout=out, stderr=subprocess.STDOUT, text=True, check=False
+            )
 
     def run_dag(self, dag_id: str, source: str) -> DagRun:
         """Write ``source`` as the DAG file of ``dag_id`` and run it with ``airflow dags test``."""

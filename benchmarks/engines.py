@@ -49,7 +49,7 @@ def duckdb_checksum(dataset: Dataset, path: Path) -> tuple[int, ...]:
         f"read_csv('{target}', header=true, nullstr='')",
         seconds="date_diff('second', TIMESTAMP '2026-01-01', created_at)",
     )
-    [row] = duckdb.sql(query).fetchall()
+    [row] = duckdb.execute(query).fetchall()
     return tuple(int(v or 0) for v in row)
 
 
