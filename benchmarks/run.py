@@ -34,7 +34,7 @@ from benchmarks.datasets import DATASETS, generate
 from benchmarks.engines import ENGINES, duckdb_checksum
 from benchmarks.memory import ChildPeakRss
 from benchmarks.summary import CaseResult, bar_chart, format_table, median_result, summary_json
-from tests.harness import check_server, fresh_database
+from tests.harness import TestDatabase, check_server, fresh_database
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_CASES = "naive,pipeline,peers,floor,floor_unlogged"
@@ -89,10 +89,10 @@ def run_case(bench: Bench, name: str, keep: bool) -> CaseResult:
     return CaseResult(name, outcome.seconds, bench.rows, rss.peak_mb, outcome.note, outcome.stages)
 
 
-def verify(bench: Bench, db: object, outcome: Outcome) -> str | None:
+def verify(bench: Bench, db: TestDatabase, outcome: Outcome) -> str | None:
     """None when the table holds exactly the source rows (count and checksum)."""
     expected = outcome.expected or bench.expected
-    actual = bench.engine.checksum(db, bench.dataset)  # type: ignore[arg-type]
+    actual = bench.engine.checksum(db, bench.dataset)
     if actual == expected:
         return None
     return f"VERIFY FAILED: rows {actual[0]} (want {expected[0]}), checksum differs"
