@@ -29,6 +29,13 @@ format: install
 lock:
 	uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements/lock.txt
 
+# Benchmark: naive vs pipeline vs peers vs floor (see benchmarks/run.py).
+ENGINE ?= postgres
+ROWS ?= 10000000
+BENCH_ARGS ?=
+bench: install
+	$(BIN)/python -m benchmarks.run --engine $(ENGINE) --rows $(ROWS) $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) .venv-uv .pytest_cache .mypy_cache .ruff_cache
 

@@ -32,7 +32,6 @@ import argparse
 import json
 import logging
 import os
-import resource
 import shutil
 import socket
 import subprocess
@@ -42,6 +41,8 @@ import time
 from contextlib import closing
 from pathlib import Path
 from typing import Any
+
+from benchmarks.memory import peak_rss_kib
 
 WIDE_ROW_BYTES = 70  # about, for the `wide` dataset: turns a target size into a row count
 
@@ -60,15 +61,6 @@ def _wait_for(port: int, timeout: float = 30.0) -> None:
                 return
         time.sleep(0.2)
     raise RuntimeError(f"moto server did not come up on port {port}")
-
-
-def _peak_rss_kib() -> int:
-    """This process's own RSS high-water mark. Not getrusage's ru_maxrss: Linux carries that over
-    from the parent across fork+exec, so it would report the data generator's peak."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 def run_one(args: argparse.Namespace) -> dict[str, Any]:
@@ -109,7 +101,7 @@ def run_one(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "mode": args.mode,
         "seconds": round(time.monotonic() - started, 1),
-        "peak_rss_mb": round(_peak_rss_kib() / 1024, 1),
+        "peak_rss_mb": round(peak_rss_kib() / 1024, 1),
         "rows": result.manifest.total_rows,
         "chunks": len(result.manifest.chunks),
         "input_mb": round(result.manifest.source_bytes / 1e6, 1),

@@ -207,9 +207,12 @@ def check_server(engine: str) -> ServerSettings:
 
 
 @contextmanager
-def fresh_database(engine: str, server: ServerSettings) -> Iterator[TestDatabase]:
-    """Create a uniquely named database and drop it afterwards, whatever the test did."""
-    name = unique_name("bl_test")
+def fresh_database(
+    engine: str, server: ServerSettings, *, prefix: str = "bl_test", keep: bool = False
+) -> Iterator[TestDatabase]:
+    """Create a uniquely named database and drop it afterwards (unless ``keep``), whatever the
+    test did."""
+    name = unique_name(prefix)
     conn_id = unique_name("bl_conn")
     if engine == "postgres":
         with closing(_pg_admin(server)) as admin:
@@ -224,12 +227,17 @@ def fresh_database(engine: str, server: ServerSettings) -> Iterator[TestDatabase
         yield db
     finally:
         os.environ.pop(f"AIRFLOW_CONN_{conn_id.upper()}", None)
-        if engine == "postgres":
-            with closing(_pg_admin(server)) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        else:
-            with closing(_mysql_admin(server)) as admin:
-                admin.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
+        if not keep:
+            _drop_database(engine, server, name)
+
+
+def _drop_database(engine: str, server: ServerSettings, name: str) -> None:
+    if engine == "postgres":
+        with closing(_pg_admin(server)) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    else:
+        with closing(_mysql_admin(server)) as admin:
+            admin.cursor().execute(f"DROP DATABASE IF EXISTS `{name}`")
 
 
 @dataclass
