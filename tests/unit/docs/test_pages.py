@@ -60,3 +60,23 @@ def test_no_secrets_in_docs() -> None:
     pattern = re.compile(r"AKIA[0-9A-Z]{16}|aws_secret_access_key\s*[=:]\s*\S{20,}", re.IGNORECASE)
     for page in [*pages(), REPO / "README.md"]:
         assert not pattern.search(page.read_text()), page
+
+
+def test_troubleshooting_names_every_error_class() -> None:
+    import inspect
+
+    from airflow_bulkload import exceptions
+    from airflow_bulkload.staging import normalize, sources, stager
+
+    text = (DOCS / "troubleshooting.md").read_text()
+    classes = {
+        name
+        for module in (exceptions, normalize, sources, stager)
+        for name, obj in vars(module).items()
+        if inspect.isclass(obj)
+        and issubclass(obj, exceptions.BulkLoadError)
+        and obj.__module__ == module.__name__
+    }
+    assert classes
+    missing = {name for name in classes if f"`{name}`" not in text}
+    assert not missing, f"add to troubleshooting.md: {sorted(missing)}"
