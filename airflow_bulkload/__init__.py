@@ -29,6 +29,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_bulkload.operators.bulk_mode",
                     "airflow_bulkload.operators.preflight",
                     "airflow_bulkload.operators.stage",
+                    "airflow_bulkload.operators.table",
                 ],
             }
         ],
@@ -39,6 +40,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_bulkload.hooks.bulk_load",
                     "airflow_bulkload.hooks.bulk_mode",
                     "airflow_bulkload.hooks.rds_bulk_mode",
+                    "airflow_bulkload.hooks.table_state",
                 ],
             }
         ],

@@ -70,3 +70,27 @@ class BulkModeStateError(BulkLoadError):
 
 class PreflightFailedError(BulkLoadError):
     """Pre-flight found problems at a severity the DAG author chose to fail on."""
+
+
+class TableClaimedError(BulkLoadError):
+    """Another load holds the table's prepare/finalize claim; the message names the holder."""
+
+
+class TableStateError(BulkLoadError):
+    """The table does not match its saved state after a rebuild; the saved state is kept."""
+
+
+class DuplicateKeyError(TableStateError):
+    """A saved unique index/constraint could not be rebuilt: the loaded data has duplicate keys.
+
+    The saved state is kept: remove the duplicates and run finalize (or restore) again.
+    """
+
+    def __init__(self, message: str, *, index: str, sample: list[str]) -> None:
+        self.index = index
+        self.sample = sample
+        super().__init__(message)
+
+
+class InsufficientPrivilegeError(BulkLoadError):
+    """The database user may not run a statement this provider needs; the message says which."""

@@ -283,6 +283,93 @@ class Dialect(abc.ABC):
     def describe_table(self, conn: Any, table: TableRef) -> TableInfo:
         """Read the table's columns, keys, indexes (with DDL), constraints, triggers and size."""
 
+    # -- table preparation (prepare/finalize/restore) ---------------------------------------------
+    # Saved table state and per-table claims live in the state tables (ensure_state_schema).
+    # State methods run in the caller's transaction; DDL methods commit as the engine does.
+    @abc.abstractmethod
+    def table_snapshot(self, conn: Any, table: TableRef) -> dict[str, Any]:
+        """The table's indexes, constraints, foreign keys (both ways) and reloptions as a saved
+        state dict (see :mod:`airflow_bulkload.table_state`)."""
+
+    @abc.abstractmethod
+    def claim_table(self, conn: Any, table: TableRef, load_id: str, holder: str) -> str | None:
+        """Take (or re-take, for the same ``load_id``) the table's durable claim; return ``None``
+        when held now, else a description of the other load that holds it."""
+
+    @abc.abstractmethod
+    def release_table_claim(self, conn: Any, table: TableRef, load_id: str) -> None:
+        """Drop the table's claim if ``load_id`` holds it."""
+
+    @abc.abstractmethod
+    def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> dict[str, Any] | None:
+        """``{"status", "saved", "dropped", "decision"}`` for (table, load id), or ``None``."""
+
+    @abc.abstractmethod
+    def write_table_state(
+        self,
+        conn: Any,
+        table: TableRef,
+        load_id: str,
+        *,
+        status: str,
+        saved: dict[str, Any],
+        dropped: list[str],
+        decision: dict[str, Any],
+    ) -> None:
+        """Insert or replace the saved state of (table, load id)."""
+
+    @abc.abstractmethod
+    def set_table_state_status(
+        self, conn: Any, table: TableRef, load_id: str, status: str, dropped: list[str] | None
+    ) -> None:
+        """Move the saved state to ``status`` (and record what is dropped, when given)."""
+
+    @abc.abstractmethod
+    def disable_autovacuum(self, conn: Any, table: TableRef) -> None:
+        """Stop background maintenance of the table during the load (PostgreSQL)."""
+
+    @abc.abstractmethod
+    def restore_reloptions(self, conn: Any, table: TableRef, saved: dict[str, Any]) -> list[str]:
+        """Put the saved reloptions back; returns what was changed."""
+
+    @abc.abstractmethod
+    def drop_index(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:
+        """Drop a saved index (with the constraint it backs)."""
+
+    @abc.abstractmethod
+    def drop_foreign_key(self, conn: Any, fk: dict[str, Any]) -> None:
+        """Drop a saved foreign key (declared on ``fk["schema"].fk["table"]``)."""
+
+    @abc.abstractmethod
+    def create_indexes(
+        self, conn: Any, table: TableRef, indexes: list[dict[str, Any]], maintenance_work_mem: str
+    ) -> None:
+        """Build saved indexes in this session (PostgreSQL: one per call when run in parallel;
+        MySQL: one ``ALTER TABLE`` for all)."""
+
+    @abc.abstractmethod
+    def attach_constraint(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:
+        """Turn a rebuilt unique index back into its PRIMARY KEY/UNIQUE constraint."""
+
+    @abc.abstractmethod
+    def add_foreign_key(self, conn: Any, fk: dict[str, Any]) -> None:
+        """Re-add a saved foreign key."""
+
+    @abc.abstractmethod
+    def duplicate_key_sample(
+        self, conn: Any, table: TableRef, index: dict[str, Any], exc: Exception, limit: int = 5
+    ) -> list[str] | None:
+        """When ``exc`` is a duplicate-key failure building ``index``, a sample of the offending
+        key values (possibly empty); ``None`` when ``exc`` is something else."""
+
+    @abc.abstractmethod
+    def analyze(self, conn: Any, table: TableRef) -> None:
+        """Refresh the planner statistics of the table."""
+
+    @abc.abstractmethod
+    def checkpoint(self, conn: Any) -> str:
+        """Force a checkpoint where the engine has one; returns what was done."""
+
     # -- pre-flight reads -------------------------------------------------------------------------
     @abc.abstractmethod
     def server_facts(self, conn: Any) -> ServerFacts:

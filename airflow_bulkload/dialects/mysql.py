@@ -72,6 +72,7 @@ from airflow_bulkload.exceptions import (
     InvalidIdentifierError,
 )
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, parse_s3_uri
+from airflow_bulkload.table_state import snapshot_from_info
 
 if TYPE_CHECKING:
     from airflow_bulkload.s3io import ChunkStream
@@ -421,6 +422,34 @@ STATE_TABLES: dict[str, str] = {
             PRIMARY KEY (`name`)
         ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
           COMMENT='airflow_bulkload: server settings bulk mode changed, to restore at exit'
+    """,
+    "bulkload_table_state": """
+        CREATE TABLE IF NOT EXISTS {db}.`bulkload_table_state` (
+            `state_id` BINARY(32) NOT NULL COMMENT 'SHA-256 of table name, NUL, load id',
+            `table_name` VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            `load_id` VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            `status` VARCHAR(16) CHARACTER SET ascii NOT NULL,
+            `saved` LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL COMMENT 'JSON',
+            `dropped` LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL COMMENT 'JSON',
+            `decision` LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL COMMENT 'JSON',
+            `created_at` DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+            `updated_at` DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+            PRIMARY KEY (`state_id`),
+            CONSTRAINT `bulkload_table_state_status`
+                CHECK (`status` IN ('saved', 'prepared', 'done'))
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+          COMMENT='airflow_bulkload: index/constraint DDL saved before prepare_table dropped any'
+    """,
+    "bulkload_table_claims": """
+        CREATE TABLE IF NOT EXISTS {db}.`bulkload_table_claims` (
+            `table_id` BINARY(32) NOT NULL COMMENT 'SHA-256 of table name',
+            `table_name` VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            `load_id` VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            `holder` VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            `claimed_at` DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+            PRIMARY KEY (`table_id`)
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+          COMMENT='airflow_bulkload: the load holding a table between prepare and finalize'
     """,
 }
 
@@ -1053,6 +1082,240 @@ class MySqlDialect(Dialect):
             for r in rows
         ]
 
+    # -- table preparation ------------------------------------------------------------------------
+    def table_snapshot(self, conn: Any, table: TableRef) -> dict[str, Any]:
+        """:meth:`describe_table` as a saved state. InnoDB needs an index whose leading columns
+        are a foreign key's columns (on both tables of the key): those are marked ``needed_by_fk``."""
+        conn.commit()  # a fresh view of the data dictionary after DDL in this session
+        info = self.describe_table(conn, table)
+        with _cursor(conn) as cur:
+            cur.execute(
+                "SELECT CONSTRAINT_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, REFERENCED_COLUMN_NAME "
+                "FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_SCHEMA = %s "
+                "AND REFERENCED_TABLE_NAME = %s ORDER BY CONSTRAINT_SCHEMA, TABLE_NAME, "
+                "CONSTRAINT_NAME, POSITION_IN_UNIQUE_CONSTRAINT",
+                (table.schema, table.name),
+            )
+            referenced: dict[tuple[str, str, str], list[str]] = {}
+            for schema, name, constraint, column in cur.fetchall():
+                referenced.setdefault((schema, name, constraint), []).append(str(column))
+        conn.commit()
+        key_columns = [fk.columns for fk in info.foreign_keys] + list(referenced.values())
+        needed = [
+            ix.name
+            for ix in info.indexes
+            if any(cols and ix.columns[: len(cols)] == cols for cols in key_columns)
+        ]
+        snapshot = snapshot_from_info(self.name, info, needed_by_fk=needed)
+        # Foreign keys as the server prints them: information_schema cannot tell an explicit
+        # RESTRICT from the default (MariaDB shows both as RESTRICT and then NO ACTION once
+        # re-added), the CONSTRAINT line of SHOW CREATE TABLE can.
+        lines: dict[tuple[str, str], dict[str, str]] = {}
+        with _cursor(conn) as cur:
+            for fk in snapshot["foreign_keys"]:
+                owner = TableRef(name=fk["table"], schema=fk["schema"])
+                key = (str(owner.schema), owner.name)
+                if key not in lines:
+                    cur.execute("SHOW CREATE TABLE " + quote_table(owner))
+                    lines[key] = parse_foreign_key_lines(str(cur.fetchone()[1]))
+                line = lines[key].get(fk["name"])
+                if line is not None:
+                    fk["definition"] = f"ALTER TABLE {quote_table(owner)} ADD {line}"
+        conn.commit()
+        return snapshot
+
+    def claim_table(self, conn: Any, table: TableRef, load_id: str, holder: str) -> str | None:
+        claims = self._state_table(conn, "bulkload_table_claims")
+        table_id = hashlib.sha256(str(table).encode("utf-8")).digest()
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"INSERT INTO {claims} (`table_id`, `table_name`, `load_id`, `holder`) "  # noqa: S608 (quoted)
+                "VALUES (%s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
+                "`holder` = IF(`load_id` = VALUES(`load_id`), VALUES(`holder`), `holder`), "
+                "`claimed_at` = IF(`load_id` = VALUES(`load_id`), CURRENT_TIMESTAMP(6), "
+                "`claimed_at`)",
+                (table_id, str(table), load_id, holder[:512]),
+            )
+            cur.execute(
+                f"SELECT `load_id`, `holder`, `claimed_at` FROM {claims} "  # noqa: S608 (quoted)
+                "WHERE `table_id` = %s",
+                (table_id,),
+            )
+            row = cur.fetchone()
+        if row is None or row[0] == load_id:
+            return None
+        return f"load {row[0]} ({row[1]}, since {row[2]:%Y-%m-%d %H:%M:%S})"
+
+    def release_table_claim(self, conn: Any, table: TableRef, load_id: str) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"DELETE FROM {self._state_table(conn, 'bulkload_table_claims')} "  # noqa: S608 (quoted)
+                "WHERE `table_id` = %s AND `load_id` = %s",
+                (hashlib.sha256(str(table).encode("utf-8")).digest(), load_id),
+            )
+
+    @staticmethod
+    def _state_id(table: TableRef, load_id: str) -> bytes:
+        return hashlib.sha256(f"{table}\0{load_id}".encode()).digest()
+
+    def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> dict[str, Any] | None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                "SELECT `status`, `saved`, `dropped`, `decision` "  # noqa: S608 (quoted)
+                f"FROM {self._state_table(conn, 'bulkload_table_state')} WHERE `state_id` = %s",
+                (self._state_id(table, load_id),),
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        return {
+            "status": str(row[0]),
+            "saved": json.loads(row[1]),
+            "dropped": json.loads(row[2]),
+            "decision": json.loads(row[3]),
+        }
+
+    def write_table_state(
+        self,
+        conn: Any,
+        table: TableRef,
+        load_id: str,
+        *,
+        status: str,
+        saved: dict[str, Any],
+        dropped: list[str],
+        decision: dict[str, Any],
+    ) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"REPLACE INTO {self._state_table(conn, 'bulkload_table_state')} "  # noqa: S608 (quoted)
+                "(`state_id`, `table_name`, `load_id`, `status`, `saved`, `dropped`, `decision`) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (
+                    self._state_id(table, load_id),
+                    str(table),
+                    load_id,
+                    status,
+                    json.dumps(saved),
+                    json.dumps(dropped),
+                    json.dumps(decision),
+                ),
+            )
+
+    def set_table_state_status(
+        self, conn: Any, table: TableRef, load_id: str, status: str, dropped: list[str] | None
+    ) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"UPDATE {self._state_table(conn, 'bulkload_table_state')} "  # noqa: S608 (quoted)
+                "SET `status` = %s, `dropped` = COALESCE(%s, `dropped`), "
+                "`updated_at` = CURRENT_TIMESTAMP(6) WHERE `state_id` = %s",
+                (
+                    status,
+                    None if dropped is None else json.dumps(dropped),
+                    self._state_id(table, load_id),
+                ),
+            )
+
+    def disable_autovacuum(self, conn: Any, table: TableRef) -> None:
+        """InnoDB has no autovacuum (purge runs regardless): nothing to do."""
+
+    def restore_reloptions(self, conn: Any, table: TableRef, saved: dict[str, Any]) -> list[str]:
+        """MySQL tables have no reloptions: nothing to restore."""
+        return []
+
+    def drop_index(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:
+        if index["is_primary"]:
+            raise BulkModeRefusedError(
+                f"{table}: the primary key is InnoDB's clustered index; it is never dropped"
+            )
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"ALTER TABLE {quote_table(table)} "
+                f"DROP INDEX {quote_identifier(index['name'], 'index name')}"
+            )
+
+    def drop_foreign_key(self, conn: Any, fk: dict[str, Any]) -> None:
+        owner = TableRef(name=fk["table"], schema=fk["schema"])
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"ALTER TABLE {quote_table(owner)} "
+                f"DROP FOREIGN KEY {quote_identifier(fk['name'], 'constraint name')}"
+            )
+
+    def create_indexes(
+        self, conn: Any, table: TableRef, indexes: list[dict[str, Any]], maintenance_work_mem: str
+    ) -> None:
+        """One ``ALTER TABLE ... ADD KEY ..., ADD KEY ...`` for all (InnoDB reads and sorts the
+        table once), FULLTEXT/SPATIAL keys one statement each (InnoDB builds those alone).
+        The key lines are the server's own ``SHOW CREATE TABLE`` text, replayed as captured.
+        ``maintenance_work_mem`` has no MySQL counterpart settable per session
+        (``innodb_sort_buffer_size`` is read-only); it is ignored."""
+        prefix = f"ALTER TABLE {quote_table(table)} ADD "
+        lines: list[str] = []
+        alone: list[str] = []
+        for index in indexes:
+            definition = index["definition"]
+            if not definition.startswith(prefix):
+                raise BulkLoadError(f"saved index {index['name']} is not for {table}: {definition}")
+            line = definition[len(prefix) :]
+            (alone if re.match(r"(FULLTEXT|SPATIAL) ", line) else lines).append(line)
+        statements = []
+        if lines:
+            statements.append(prefix + ", ADD ".join(lines))
+        statements += [prefix + line for line in alone]
+        with _cursor(conn) as cur:
+            for statement in statements:
+                cur.execute(statement)
+
+    def attach_constraint(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:
+        """MySQL unique keys and the primary key are indexes themselves: nothing to attach."""
+
+    def add_foreign_key(self, conn: Any, fk: dict[str, Any]) -> None:
+        """Re-added with ``foreign_key_checks = 0`` for the statement, as the load ran: InnoDB then
+        adds it in place without a table copy, and without re-checking existing rows."""
+        with _cursor(conn) as cur:
+            cur.execute("SELECT @@SESSION.foreign_key_checks")
+            checks = int(cur.fetchone()[0])
+            cur.execute("SET SESSION foreign_key_checks = 0")
+            try:
+                cur.execute(fk["definition"])
+            finally:
+                cur.execute("SET SESSION foreign_key_checks = %s", (checks,))
+
+    def duplicate_key_sample(
+        self, conn: Any, table: TableRef, index: dict[str, Any], exc: Exception, limit: int = 5
+    ) -> list[str] | None:
+        args = getattr(exc, "args", ())
+        if not (args and args[0] == 1062):
+            return None
+        sample = [str(args[1])] if len(args) > 1 else []
+        columns = [c for c in index.get("columns") or [] if c]
+        if columns:
+            cols = ", ".join(quote_identifier(c, "column name") for c in columns)
+            with _cursor(conn) as cur:
+                cur.execute(
+                    f"SELECT {cols}, COUNT(*) FROM {quote_table(table)} "  # noqa: S608 (quoted)
+                    f"GROUP BY {cols} HAVING COUNT(*) > 1 LIMIT {int(limit)}"
+                )
+                rows = cur.fetchall()
+            conn.commit()
+            sample += [
+                f"({', '.join(columns)})=({', '.join(map(str, r[:-1]))}) x{r[-1]}" for r in rows
+            ]
+        return sample
+
+    def analyze(self, conn: Any, table: TableRef) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(f"ANALYZE TABLE {quote_table(table)}")
+            cur.fetchall()
+        conn.commit()
+
+    def checkpoint(self, conn: Any) -> str:
+        """A documented no-op: InnoDB checkpoints continuously (fuzzy checkpointing) and has no
+        statement that forces a full one; the redo log keeps committed loads durable."""
+        return "no-op: InnoDB checkpoints continuously and has no CHECKPOINT statement"
+
     # -- pre-flight reads ---------------------------------------------------------------------------
     def server_facts(self, conn: Any) -> ServerFacts:
         """Version, ``local_infile``, doublewrite and, on Aurora MySQL, the role ``LOAD DATA FROM
@@ -1210,6 +1473,22 @@ def parse_key_lines(create_sql: str) -> dict[str, str]:
         name = m.group("name")
         index_name = "PRIMARY" if name is None else name[1:-1].replace("``", "`")
         lines[index_name] = m.group("line")
+    return lines
+
+
+_FOREIGN_KEY_LINE_RE = re.compile(
+    r"^\s*(?P<line>CONSTRAINT (?P<name>`(?:[^`]|``)*`) FOREIGN KEY .*?),?$"
+)
+
+
+def parse_foreign_key_lines(create_sql: str) -> dict[str, str]:
+    """Constraint name -> its ``CONSTRAINT ... FOREIGN KEY ...`` line from ``SHOW CREATE TABLE``
+    (an unqualified referenced table is in the owner table's database, as MySQL reads it)."""
+    lines: dict[str, str] = {}
+    for raw in create_sql.splitlines()[1:]:
+        m = _FOREIGN_KEY_LINE_RE.match(raw)
+        if m:
+            lines[m.group("name")[1:-1].replace("``", "`")] = m.group("line")
     return lines
 
 

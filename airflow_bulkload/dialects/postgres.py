@@ -39,6 +39,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.pq import TransactionStatus
+from psycopg.types.json import Jsonb
 
 from airflow_bulkload.dialects.base import (
     ColumnInfo,
@@ -56,10 +57,12 @@ from airflow_bulkload.exceptions import (
     BulkModeRefusedError,
     BulkModeStateError,
     ChunkLoadError,
+    InsufficientPrivilegeError,
     TableNotFoundError,
 )
 from airflow_bulkload.s3io import ChunkStream
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
+from airflow_bulkload.table_state import normalise_ddl, reloption_changes, snapshot_from_info
 
 STATE_SCHEMA = "bulkload"
 
@@ -126,6 +129,37 @@ MIGRATIONS: tuple[tuple[int, str, sql.Composed], ...] = (
             COMMENT ON TABLE {s}.bulk_mode_settings IS
                 'Server settings bulk mode changed, with their postgresql.auto.conf value before '
                 '(NULL: not set there, restored with ALTER SYSTEM RESET).';
+            """
+        ).format(s=_S),
+    ),
+    (
+        3,
+        "saved table state and per-table claims",
+        sql.SQL(
+            """
+            CREATE TABLE {s}.table_state (
+                table_name text NOT NULL,
+                load_id text NOT NULL,
+                status text NOT NULL CHECK (status IN ('saved', 'prepared', 'done')),
+                saved jsonb NOT NULL,
+                dropped jsonb NOT NULL DEFAULT '[]',
+                decision jsonb NOT NULL DEFAULT '{{}}',
+                created_at timestamptz NOT NULL DEFAULT now(),
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (table_name, load_id)
+            );
+            COMMENT ON TABLE {s}.table_state IS
+                'A table''s indexes, constraints and reloptions, saved by prepare_table before '
+                'anything was dropped; finalize/restore rebuild from it and mark it done.';
+            CREATE TABLE {s}.table_claims (
+                table_name text PRIMARY KEY,
+                load_id text NOT NULL,
+                holder text NOT NULL,
+                claimed_at timestamptz NOT NULL DEFAULT now()
+            );
+            COMMENT ON TABLE {s}.table_claims IS
+                'The load that prepared a table and has not finalized/restored it yet: a second '
+                'load of the table waits or fails naming the holder.';
             """
         ).format(s=_S),
     ),
@@ -728,6 +762,246 @@ class PostgresDialect(Dialect):
                 "disabled_triggers": [row[0] for row in trigger_rows if row[2] == "D"],
             },
         )
+
+    # -- table preparation ------------------------------------------------------------------------
+    def table_snapshot(self, conn: Any, table: TableRef) -> dict[str, Any]:
+        """:meth:`describe_table` as a saved state, plus the indexes incoming FKs depend on."""
+        info = self.describe_table(conn, table)
+        with self._read(conn) as cur:
+            cur.execute(
+                "SELECT DISTINCT ic.relname FROM pg_catalog.pg_constraint con"
+                " JOIN pg_catalog.pg_class ic ON ic.oid = con.conindid"
+                " WHERE con.confrelid = %s AND con.contype = 'f'",
+                (info.extra["oid"],),
+            )
+            needed = [r[0] for r in cur.fetchall()]
+        return snapshot_from_info(self.name, info, needed_by_fk=needed)
+
+    def claim_table(self, conn: Any, table: TableRef, load_id: str, holder: str) -> str | None:
+        row = conn.execute(
+            sql.SQL(
+                "INSERT INTO {s}.table_claims AS c (table_name, load_id, holder)"
+                " VALUES (%s, %s, %s) ON CONFLICT (table_name) DO UPDATE"
+                " SET holder = EXCLUDED.holder, claimed_at = now()"
+                " WHERE c.load_id = EXCLUDED.load_id RETURNING c.load_id"
+            ).format(s=_S),
+            (str(table), load_id, holder),
+        ).fetchone()
+        if row is not None:
+            return None
+        other = conn.execute(
+            sql.SQL(
+                "SELECT load_id, holder, claimed_at FROM {s}.table_claims WHERE table_name = %s"
+            ).format(s=_S),
+            (str(table),),
+        ).fetchone()
+        if other is None:  # released between the two statements
+            return self.claim_table(conn, table, load_id, holder)
+        return f"load {other[0]} ({other[1]}, since {other[2]:%Y-%m-%d %H:%M:%S %Z})"
+
+    def release_table_claim(self, conn: Any, table: TableRef, load_id: str) -> None:
+        conn.execute(
+            sql.SQL("DELETE FROM {s}.table_claims WHERE table_name = %s AND load_id = %s").format(
+                s=_S
+            ),
+            (str(table), load_id),
+        )
+
+    def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> dict[str, Any] | None:
+        row = conn.execute(
+            sql.SQL(
+                "SELECT status, saved, dropped, decision FROM {s}.table_state"
+                " WHERE table_name = %s AND load_id = %s"
+            ).format(s=_S),
+            (str(table), load_id),
+        ).fetchone()
+        if row is None:
+            return None
+        return {"status": row[0], "saved": row[1], "dropped": row[2], "decision": row[3]}
+
+    def write_table_state(
+        self,
+        conn: Any,
+        table: TableRef,
+        load_id: str,
+        *,
+        status: str,
+        saved: dict[str, Any],
+        dropped: list[str],
+        decision: dict[str, Any],
+    ) -> None:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {s}.table_state (table_name, load_id, status, saved, dropped, decision)"
+                " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (table_name, load_id) DO UPDATE"
+                " SET status = EXCLUDED.status, saved = EXCLUDED.saved,"
+                " dropped = EXCLUDED.dropped, decision = EXCLUDED.decision,"
+                " created_at = now(), updated_at = now()"
+            ).format(s=_S),
+            (str(table), load_id, status, Jsonb(saved), Jsonb(dropped), Jsonb(decision)),
+        )
+
+    def set_table_state_status(
+        self, conn: Any, table: TableRef, load_id: str, status: str, dropped: list[str] | None
+    ) -> None:
+        conn.execute(
+            sql.SQL(
+                "UPDATE {s}.table_state SET status = %s, dropped = coalesce(%s, dropped),"
+                " updated_at = now() WHERE table_name = %s AND load_id = %s"
+            ).format(s=_S),
+            (status, None if dropped is None else Jsonb(dropped), str(table), load_id),
+        )
+
+    def disable_autovacuum(self, conn: Any, table: TableRef) -> None:
+        conn.execute(
+            sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = false)").format(
+                table_identifier(table)
+            )
+        )
+
+    def restore_reloptions(self, conn: Any, table: TableRef, saved: dict[str, Any]) -> list[str]:
+        current = self.table_snapshot(conn, table)
+        changes: list[str] = []
+        for key, prefix in (("reloptions", None), ("toast_reloptions", "toast")):
+            to_set, to_reset = reloption_changes(saved.get(key) or {}, current.get(key) or {})
+
+            def name(option: str, prefix: str | None = prefix) -> sql.Identifier:
+                return sql.Identifier(prefix, option) if prefix else sql.Identifier(option)
+
+            if to_set:
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} SET ({})").format(
+                        table_identifier(table),
+                        sql.SQL(", ").join(
+                            sql.SQL("{} = {}").format(name(k), sql.Literal(v))
+                            for k, v in to_set.items()
+                        ),
+                    )
+                )
+            if to_reset:
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} RESET ({})").format(
+                        table_identifier(table), sql.SQL(", ").join(name(k) for k in to_reset)
+                    )
+                )
+            label = f"{prefix}." if prefix else ""
+            changes += [f"SET {label}{k}={v}" for k, v in to_set.items()]
+            changes += [f"RESET {label}{k}" for k in to_reset]
+        return changes
+
+    def drop_index(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:
+        if index.get("constraint_name"):
+            conn.execute(
+                sql.SQL("ALTER TABLE {} DROP CONSTRAINT IF EXISTS {}").format(
+                    table_identifier(table), sql.Identifier(index["constraint_name"])
+                )
+            )
+        # the constraint took its index with it; a plain index (or a left-over) goes here
+        if table.schema is None:
+            raise BulkLoadError(f"drop_index needs a qualified table name, got {table}")
+        conn.execute(
+            sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(table.schema, index["name"]))
+        )
+
+    def drop_foreign_key(self, conn: Any, fk: dict[str, Any]) -> None:
+        conn.execute(
+            sql.SQL("ALTER TABLE {} DROP CONSTRAINT IF EXISTS {}").format(
+                sql.Identifier(fk["schema"], fk["table"]), sql.Identifier(fk["name"])
+            )
+        )
+
+    def create_indexes(
+        self, conn: Any, table: TableRef, indexes: list[dict[str, Any]], maintenance_work_mem: str
+    ) -> None:
+        """Each saved ``pg_get_indexdef`` text (catalog output, schema-qualified) as captured,
+        with ``maintenance_work_mem`` raised for this session."""
+        conn.execute(
+            "SELECT pg_catalog.set_config('maintenance_work_mem', %s, false)",
+            (maintenance_work_mem,),
+        )
+        for index in indexes:
+            conn.execute(sql.SQL(index["definition"]))
+
+    def attach_constraint(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:
+        """``ADD CONSTRAINT ... PRIMARY KEY/UNIQUE USING INDEX``: no second build, and no lock that
+        blocks other sessions' index builds for the length of a build."""
+        kind = sql.SQL("PRIMARY KEY" if index["is_primary"] else "UNIQUE")
+        definition = (index.get("constraint_definition") or "").upper()
+        deferral = sql.SQL("")
+        if "INITIALLY DEFERRED" in definition:
+            deferral = sql.SQL(" DEFERRABLE INITIALLY DEFERRED")
+        elif "DEFERRABLE" in definition and "NOT DEFERRABLE" not in definition:
+            deferral = sql.SQL(" DEFERRABLE")
+        conn.execute(
+            sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} {} USING INDEX {}{}").format(
+                table_identifier(table),
+                sql.Identifier(index["constraint_name"]),
+                kind,
+                sql.Identifier(index["name"]),
+                deferral,
+            )
+        )
+
+    def add_foreign_key(self, conn: Any, fk: dict[str, Any]) -> None:
+        """``ADD CONSTRAINT ... NOT VALID`` (brief lock), then ``VALIDATE CONSTRAINT`` (checks the
+        rows under a lock that lets writes through). A foreign key saved as NOT VALID stays so."""
+        owner = sql.Identifier(fk["schema"], fk["table"])
+        name = sql.Identifier(fk["name"])
+        definition = normalise_ddl(fk["definition"])
+        was_valid = not definition.upper().endswith("NOT VALID")
+        conn.execute(
+            sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} ").format(owner, name)
+            + sql.SQL(definition)
+            + sql.SQL(" NOT VALID" if was_valid else "")
+        )
+        if was_valid:
+            conn.execute(sql.SQL("ALTER TABLE {} VALIDATE CONSTRAINT {}").format(owner, name))
+
+    def duplicate_key_sample(
+        self, conn: Any, table: TableRef, index: dict[str, Any], exc: Exception, limit: int = 5
+    ) -> list[str] | None:
+        if not isinstance(exc, pg_errors.UniqueViolation):
+            return None
+        sample: list[str] = []
+        if exc.diag.message_detail:
+            sample.append(exc.diag.message_detail)
+        columns = index.get("columns") or []
+        plain = {c.name for c in self.describe_table(conn, table).columns}
+        if columns and all(c in plain for c in columns) and index.get("method") == "btree":
+            cols = sql.SQL(", ").join(sql.Identifier(c) for c in columns)
+            rows = conn.execute(
+                sql.SQL(
+                    "SELECT {cols}, count(*) FROM {t} WHERE ({not_null})"
+                    " GROUP BY {cols} HAVING count(*) > 1 LIMIT {n}"
+                ).format(
+                    cols=cols,
+                    t=table_identifier(table),
+                    not_null=sql.SQL(" AND ").join(
+                        sql.SQL("{} IS NOT NULL").format(sql.Identifier(c)) for c in columns
+                    ),
+                    n=sql.Literal(limit),
+                )
+            ).fetchall()
+            sample += [
+                f"({', '.join(columns)})=({', '.join(map(str, r[:-1]))}) x{r[-1]}" for r in rows
+            ]
+        return sample
+
+    def analyze(self, conn: Any, table: TableRef) -> None:
+        conn.execute(sql.SQL("ANALYZE {}").format(table_identifier(table)))
+
+    def checkpoint(self, conn: Any) -> str:
+        """``CHECKPOINT`` needs superuser, or the ``pg_checkpoint`` role on PostgreSQL 15+ (on RDS
+        the master user has ``rds_superuser``, which may run it)."""
+        try:
+            conn.execute("CHECKPOINT")
+        except pg_errors.InsufficientPrivilege as exc:
+            raise InsufficientPrivilegeError(
+                "CHECKPOINT needs a superuser or, on PostgreSQL 15+, membership in pg_checkpoint "
+                "(GRANT pg_checkpoint TO <user>); on RDS use the master user (rds_superuser). "
+                f"Server said: {exc.diag.message_primary}"
+            ) from exc
+        return "CHECKPOINT"
 
     # -- pre-flight reads ---------------------------------------------------------------------------
     def server_facts(self, conn: Any) -> ServerFacts:

@@ -2,5 +2,6 @@
 
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook, ChunkResult
 from airflow_bulkload.hooks.bulk_mode import BulkModeHook
+from airflow_bulkload.hooks.table_state import TableStateHook
 
-__all__ = ["BulkLoadHook", "BulkModeHook", "ChunkResult"]
+__all__ = ["BulkLoadHook", "BulkModeHook", "ChunkResult", "TableStateHook"]

@@ -4,11 +4,21 @@ from airflow_bulkload.operators.bulk_mode import EnterBulkModeOperator, ExitBulk
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
 from airflow_bulkload.operators.preflight import PreflightCheckOperator
 from airflow_bulkload.operators.stage import StageToS3Operator
+from airflow_bulkload.operators.table import (
+    CheckpointOperator,
+    FinalizeTableOperator,
+    PrepareTableOperator,
+    RestoreTableOperator,
+)
 
 __all__ = [
+    "CheckpointOperator",
     "EnterBulkModeOperator",
     "ExitBulkModeOperator",
+    "FinalizeTableOperator",
     "LoadChunkOperator",
     "PreflightCheckOperator",
+    "PrepareTableOperator",
+    "RestoreTableOperator",
     "StageToS3Operator",
 ]

@@ -1,0 +1,420 @@
+"""TableStateHook: prepare a table for a bulk load and put it back afterwards.
+
+The effectful side of :mod:`airflow_bulkload.table_state` (whose pure rules decide what to drop and
+what to rebuild). The order of every step is chosen so a worker killed at any point leaves a table
+the next prepare, finalize or restore of the same load id completes:
+
+* prepare: claim the table (durable row) -> capture and save the state (only when no unfinished
+  state exists for the load id) -> disable autovacuum -> drop, one object at a time;
+* finalize/restore: rebuild what the saved state has and the table lacks -> restore reloptions ->
+  compare the catalog with the saved state -> (ANALYZE) -> mark done and release the claim in
+  one transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing, contextmanager
+from typing import Any
+
+from airflow_bulkload.advice.plan import DEFAULT_PARALLELISM
+from airflow_bulkload.dialects.base import TableRef
+from airflow_bulkload.exceptions import DuplicateKeyError, TableClaimedError, TableStateError
+from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+from airflow_bulkload.table_state import (
+    STATUS_DONE,
+    STATUS_PREPARED,
+    STATUS_SAVED,
+    DropDecision,
+    compare_snapshots,
+    decide_drops,
+    parse_parallelism,
+    plan_drops,
+    plan_rebuild,
+)
+
+
+class TableStateHook(BulkLoadHook):
+    """Save / strip / rebuild a table's indexes, constraints and reloptions around a bulk load.
+
+    Same connection parameters as :class:`BulkLoadHook`; the saved state and the per-table claim
+    live in its state tables (PostgreSQL schema ``bulkload``, MySQL ``bulkload_*`` tables).
+    """
+
+    hook_name = "Bulk Load table state"
+
+    @contextmanager
+    def _session(self) -> Iterator[Any]:
+        """A connection for DDL: autocommit on PostgreSQL (each statement commits; state writes
+        use explicit transactions), and on MySQL DDL commits by itself."""
+        with closing(self.get_conn()) as conn:
+            if self.dialect.name == "postgres":
+                conn.autocommit = True
+            yield conn
+
+    def _ref(self, conn: Any, table: str) -> TableRef:
+        dialect = self.dialect
+        dialect.ensure_state_schema(conn)
+        return dialect.qualified_name(conn, dialect.table_ref(table))
+
+    # -- prepare ------------------------------------------------------------------------------------
+    def prepare(
+        self,
+        table: str,
+        *,
+        load_id: str,
+        drop_indexes: bool | None = None,
+        drop_primary_key: bool | None = None,
+        drop_foreign_keys: bool | None = None,
+        incoming_bytes: int | None = None,
+        claim_timeout: float = 0.0,
+        claim_poll_interval: float = 5.0,
+    ) -> dict[str, Any]:
+        """Claim the table, save its state, disable autovacuum and drop what the decision says
+        (``None`` knobs are "auto", see :func:`~airflow_bulkload.table_state.decide_drops`).
+
+        A re-run for the same ``load_id`` whose state is not done continues from the saved state
+        and decision; it never captures the (possibly stripped) table again.
+        """
+        dialect = self.dialect
+        with self._session() as conn:
+            ref = self._ref(conn, table)
+            holder = f"{load_id} (host {socket.gethostname()}, pid {os.getpid()})"
+            state = self._claim(conn, ref, load_id, holder, claim_timeout, claim_poll_interval)
+            resumed = state is not None and state["status"] != STATUS_DONE
+            if state is not None and resumed:
+                saved, decision = state["saved"], DropDecision.from_dict(state["decision"])
+                self.log.info(
+                    "%s: continuing load %s from its saved state (status %s); not capturing the "
+                    "table again",
+                    ref,
+                    load_id,
+                    state["status"],
+                )
+            else:
+                info = dialect.describe_table(conn, ref)
+                decision = decide_drops(
+                    dialect.name,
+                    info,
+                    incoming_bytes,
+                    drop_indexes=drop_indexes,
+                    drop_primary_key=drop_primary_key,
+                    drop_foreign_keys=drop_foreign_keys,
+                )
+                saved = dialect.table_snapshot(conn, ref)
+                with dialect.transaction(conn):
+                    dialect.write_table_state(
+                        conn,
+                        ref,
+                        load_id,
+                        status=STATUS_SAVED,
+                        saved=saved,
+                        dropped=[],
+                        decision=decision.to_dict(),
+                    )
+                self.log.info(
+                    "%s: saved %d index(es) %s, %d foreign key(s) %s, reloptions %s (load %s)",
+                    ref,
+                    len(saved["indexes"]),
+                    [ix["name"] for ix in saved["indexes"]],
+                    len(saved["foreign_keys"]),
+                    [f"{fk['table']}.{fk['name']}" for fk in saved["foreign_keys"]],
+                    saved["reloptions"],
+                    load_id,
+                )
+            for knob, why in decision.reasons.items():
+                self.log.info("%s: %s: %s", ref, knob, why)
+
+            dialect.disable_autovacuum(conn, ref)
+            steps, notes = plan_drops(saved, decision, dialect.table_snapshot(conn, ref))
+            for note in notes:
+                self.log.info("%s: %s", ref, note)
+            for step in steps:
+                started = time.monotonic()
+                if step.kind == "fk":
+                    dialect.drop_foreign_key(conn, step.target)
+                else:
+                    dialect.drop_index(conn, ref, step.target)
+                self.log.info(
+                    "%s: dropped %s %s (%.2f s)",
+                    ref,
+                    "foreign key" if step.kind == "fk" else "index",
+                    step.name,
+                    time.monotonic() - started,
+                )
+            dropped = self._dropped_names(saved, dialect.table_snapshot(conn, ref))
+            with dialect.transaction(conn):
+                dialect.set_table_state_status(conn, ref, load_id, STATUS_PREPARED, dropped)
+        return {
+            "load_id": load_id,
+            "table": str(ref),
+            "resumed": resumed,
+            "dropped": dropped,
+            "kept": notes,
+            "decision": decision.to_dict(),
+        }
+
+    def _claim(
+        self,
+        conn: Any,
+        ref: TableRef,
+        load_id: str,
+        holder: str,
+        timeout: float,
+        poll: float,
+    ) -> dict[str, Any] | None:
+        """Take the table's durable claim (waiting up to ``timeout`` s) and read the state."""
+        dialect = self.dialect
+        deadline = time.monotonic() + timeout
+        announced = False
+        while True:
+            with dialect.transaction(conn):
+                other = dialect.claim_table(conn, ref, load_id, holder)
+                state = None if other else dialect.read_table_state(conn, ref, load_id)
+            if other is None:
+                return state
+            if time.monotonic() >= deadline:
+                raise TableClaimedError(
+                    f"{ref} is held by {other}: another load prepared it and has not finalized or "
+                    f"restored it yet, so load {load_id} cannot prepare it now. Wait for that "
+                    "load, run its restore_table, or, if it is gone for good, run a "
+                    "RestoreTableOperator with its load_id."
+                )
+            if not announced:
+                self.log.info("%s: held by %s; waiting up to %.0f s", ref, other, timeout)
+                announced = True
+            time.sleep(min(poll, max(deadline - time.monotonic(), 0.01)))
+
+    @staticmethod
+    def _dropped_names(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+        plan = plan_rebuild(saved, current)
+        names = [f"index {ix['name']}" for ix in plan.create_indexes]
+        names += [f"foreign key {fk['table']}.{fk['name']}" for fk in plan.add_foreign_keys]
+        return names
+
+    # -- finalize / restore ---------------------------------------------------------------------------
+    def finalize(
+        self,
+        table: str,
+        *,
+        load_id: str,
+        parallelism: int | str = "auto",
+        maintenance_work_mem: str = "1GB",
+        analyze: bool = True,
+    ) -> dict[str, Any]:
+        """Rebuild, verify, restore reloptions, ANALYZE, mark done and release the claim."""
+        return self._put_back(
+            table,
+            load_id=load_id,
+            parallelism=parallelism,
+            maintenance_work_mem=maintenance_work_mem,
+            analyze=analyze,
+            verb="finalize",
+        )
+
+    def restore(
+        self,
+        table: str,
+        *,
+        load_id: str,
+        parallelism: int | str = "auto",
+        maintenance_work_mem: str = "1GB",
+    ) -> dict[str, Any]:
+        """Put the table back exactly as saved when prepare changed it and finalize did not
+        complete; a no-op otherwise. Idempotent."""
+        return self._put_back(
+            table,
+            load_id=load_id,
+            parallelism=parallelism,
+            maintenance_work_mem=maintenance_work_mem,
+            analyze=False,
+            verb="restore",
+        )
+
+    def _put_back(
+        self,
+        table: str,
+        *,
+        load_id: str,
+        parallelism: int | str,
+        maintenance_work_mem: str,
+        analyze: bool,
+        verb: str,
+    ) -> dict[str, Any]:
+        dialect = self.dialect
+        with self._session() as conn:
+            ref = self._ref(conn, table)
+            with dialect.transaction(conn):
+                state = dialect.read_table_state(conn, ref, load_id)
+            result: dict[str, Any] = {"load_id": load_id, "table": str(ref)}
+            if state is None or state["status"] == STATUS_DONE:
+                with dialect.transaction(conn):
+                    dialect.release_table_claim(conn, ref, load_id)
+                status = "nothing saved" if state is None else "already done"
+                self.log.info("%s: %s for load %s; nothing to %s", ref, status, load_id, verb)
+                return {**result, "status": status, "rebuilt": {}, "seconds": {}}
+            saved = state["saved"]
+            started = time.monotonic()
+            seconds = self._rebuild(conn, ref, saved, load_id, parallelism, maintenance_work_mem)
+            changes = dialect.restore_reloptions(conn, ref, saved)
+            if changes:
+                self.log.info("%s: reloptions restored: %s", ref, ", ".join(changes))
+            problems = compare_snapshots(saved, dialect.table_snapshot(conn, ref))
+            if problems:
+                raise TableStateError(
+                    f"{ref} does not match its saved state after {verb} (load {load_id}); the "
+                    "saved state is kept: " + "; ".join(problems)
+                )
+            self.log.info("%s: every saved index, constraint and reloption verified", ref)
+            if analyze:
+                analyze_started = time.monotonic()
+                dialect.analyze(conn, ref)
+                self.log.info("%s: ANALYZE (%.2f s)", ref, time.monotonic() - analyze_started)
+            with dialect.transaction(conn):
+                dialect.set_table_state_status(conn, ref, load_id, STATUS_DONE, None)
+                dialect.release_table_claim(conn, ref, load_id)
+        total = time.monotonic() - started
+        self.log.info("%s: %s of load %s complete in %.2f s", ref, verb, load_id, total)
+        return {
+            **result,
+            "status": "restored" if verb == "restore" else "finalized",
+            "rebuilt": list(seconds),
+            "seconds": {name: round(s, 3) for name, s in seconds.items()},
+            "reloptions": changes,
+            "total_seconds": round(total, 3),
+        }
+
+    def _rebuild(
+        self,
+        conn: Any,
+        ref: TableRef,
+        saved: dict[str, Any],
+        load_id: str,
+        parallelism: int | str,
+        maintenance_work_mem: str,
+    ) -> dict[str, float]:
+        """Build what is missing: indexes (PostgreSQL: one session per index, up to
+        ``parallelism`` at once; MySQL: one ALTER TABLE), then PK/UNIQUE constraints on their
+        rebuilt indexes, then foreign keys. Returns seconds per object."""
+        dialect = self.dialect
+        plan = plan_rebuild(saved, dialect.table_snapshot(conn, ref))
+        seconds: dict[str, float] = {}
+        indexes = plan.create_indexes
+        if indexes and dialect.name == "postgres":
+            workers = parse_parallelism(parallelism, len(indexes), DEFAULT_PARALLELISM)
+            self.log.info(
+                "%s: rebuilding %d index(es) in %d parallel session(s), maintenance_work_mem %s",
+                ref,
+                len(indexes),
+                workers,
+                maintenance_work_mem,
+            )
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                futures = [
+                    (ix, pool.submit(self._build_in_own_session, ref, ix, maintenance_work_mem))
+                    for ix in indexes
+                ]
+                failures: list[tuple[dict[str, Any], BaseException]] = []
+                for ix, future in futures:
+                    error = future.exception()
+                    if error is None:
+                        seconds[f"index {ix['name']}"] = future.result()
+                        self.log.info(
+                            "%s: rebuilt index %s (%.2f s)", ref, ix["name"], future.result()
+                        )
+                    else:
+                        failures.append((ix, error))
+            if failures:
+                ix, first = failures[0]
+                for other_ix, other in failures[1:]:
+                    self.log.error("%s: index %s failed too: %s", ref, other_ix["name"], other)
+                error = self._build_error(conn, ref, ix, first, load_id)
+                if error is first:
+                    raise first
+                raise error from first
+        elif indexes:
+            started = time.monotonic()
+            try:
+                dialect.create_indexes(conn, ref, indexes, maintenance_work_mem)
+            except Exception as exc:
+                error = self._build_error(conn, ref, _failed_index(indexes, exc), exc, load_id)
+                if error is exc:
+                    raise
+                raise error from exc
+            took = time.monotonic() - started
+            names = [ix["name"] for ix in indexes]
+            for name in names:
+                seconds[f"index {name}"] = took
+            self.log.info("%s: rebuilt index(es) %s in one pass (%.2f s)", ref, names, took)
+        for ix in plan.attach_constraints:
+            started = time.monotonic()
+            dialect.attach_constraint(conn, ref, ix)
+            seconds[f"constraint {ix['constraint_name']}"] = time.monotonic() - started
+            self.log.info(
+                "%s: constraint %s attached to index %s (%.2f s)",
+                ref,
+                ix["constraint_name"],
+                ix["name"],
+                time.monotonic() - started,
+            )
+        for fk in plan.add_foreign_keys:
+            started = time.monotonic()
+            dialect.add_foreign_key(conn, fk)
+            seconds[f"foreign key {fk['table']}.{fk['name']}"] = time.monotonic() - started
+            self.log.info(
+                "%s: foreign key %s on %s.%s re-added (%.2f s)",
+                ref,
+                fk["name"],
+                fk["schema"],
+                fk["table"],
+                time.monotonic() - started,
+            )
+        return seconds
+
+    def _build_in_own_session(
+        self, ref: TableRef, index: dict[str, Any], maintenance_work_mem: str
+    ) -> float:
+        started = time.monotonic()
+        with self._session() as conn:
+            self.dialect.create_indexes(conn, ref, [index], maintenance_work_mem)
+        return time.monotonic() - started
+
+    def _build_error(
+        self, conn: Any, ref: TableRef, index: dict[str, Any], error: BaseException, load_id: str
+    ) -> BaseException:
+        if not isinstance(error, Exception):
+            return error
+        sample = self.dialect.duplicate_key_sample(conn, ref, index, error)
+        if sample is None:
+            return error
+        return DuplicateKeyError(
+            f"{ref}: unique index {index['name']} cannot be rebuilt: the loaded data has "
+            f"duplicate keys, e.g. {'; '.join(sample) or '(no sample)'}. The saved state of load "
+            f"{load_id} is kept: remove the duplicates, then run finalize (or restore) again.",
+            index=index["name"],
+            sample=sample,
+        )
+
+    # -- checkpoint -----------------------------------------------------------------------------------
+    def checkpoint(self) -> str:
+        """PostgreSQL ``CHECKPOINT``; a logged no-op on MySQL."""
+        with self._session() as conn:
+            started = time.monotonic()
+            done = self.dialect.checkpoint(conn)
+        self.log.info("%s (%.2f s)", done, time.monotonic() - started)
+        return done
+
+
+def _failed_index(indexes: list[dict[str, Any]], exc: Exception) -> dict[str, Any]:
+    """The index a combined MySQL ALTER failed on, from "Duplicate entry ... for key 'name'"."""
+    match = re.search(r"for key '(?:[^']*\.)?([^']*)'", str(exc))
+    if match:
+        for ix in indexes:
+            if ix["name"] == match.group(1):
+                return ix
+    return next((ix for ix in indexes if ix["is_unique"]), indexes[0])

@@ -1,0 +1,263 @@
+"""Prepare a table for a bulk load and put it back: prepare / finalize / restore / checkpoint.
+
+::
+
+    prepare = PrepareTableOperator(task_id="prepare_table", table="public.events", conn_id="pg",
+                                   manifest=stage.output["manifest_uri"])
+    finalize = FinalizeTableOperator(task_id="finalize_table", table="public.events", conn_id="pg")
+    restore = RestoreTableOperator(task_id="restore_table", table="public.events", conn_id="pg")
+    prepare.as_setup() >> load >> finalize >> CheckpointOperator(task_id="checkpoint", conn_id="pg")
+    finalize >> restore.as_teardown(setups=prepare)
+
+Prepare, finalize and restore of one pipeline must get the same ``table`` (and ``load_id`` when
+given): the default load id is ``dag_id/table/logical date`` (the run id when there is none), the
+key bulk-mode leases use, so a re-run of the same DAG run continues its own saved state.
+
+The saved state lives in the target database (see :class:`~airflow_bulkload.hooks.table_state.
+TableStateHook`), never only in XCom: a worker killed anywhere leaves enough behind for a re-run of
+prepare, or finalize, or restore, to put the table back exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_bulkload.hooks.table_state import TableStateHook
+from airflow_bulkload.table_state import (
+    default_load_id,
+    parse_flag,
+    parse_optional_int,
+    parse_parallelism,
+)
+
+
+class _TableOperator(BaseOperator):
+    """Shared: the table, its connection and the load id."""
+
+    ui_color = "#e8e0f5"
+
+    def __init__(
+        self, *, table: str, conn_id: str, load_id: str | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.conn_id = conn_id
+        self.load_id = load_id
+
+    def resolved_load_id(self, context: Context) -> str:
+        if self.load_id:
+            return self.load_id
+        when = context.get("logical_date") or context["run_id"]
+        return default_load_id(context["dag"].dag_id, self.table, when)
+
+    def hook(self) -> TableStateHook:
+        return TableStateHook(conn_id=self.conn_id)
+
+
+class PrepareTableOperator(_TableOperator):
+    """Save the table's state durably, then strip it for a fast load.
+
+    Saved **before** anything changes, in the state tables of the target database: every index
+    (PostgreSQL ``pg_get_indexdef`` text: unique, partial, expression, covering, descending,
+    collation, method, storage parameters; MySQL ``SHOW CREATE TABLE`` key lines: prefix lengths,
+    invisible/fulltext keys), PK/UNIQUE constraint definitions, foreign keys declared on the table
+    and those pointing to it, and the reloptions. Then (PostgreSQL) ``autovacuum_enabled = false``
+    and the drops the decision calls for. A re-run for the same load id continues from the saved
+    state and decision and never captures the stripped table again.
+
+    The table is claimed for the load (a durable row, released by finalize/restore): a second load
+    of the same table waits up to ``claim_timeout`` seconds, then fails naming the holder.
+
+    :param table: ``schema.table`` (PostgreSQL) or ``db.table``/``table`` (MySQL).
+    :param conn_id: a ``postgres`` or ``mysql`` connection.
+    :param drop_indexes: ``True``/``False``/``"auto"`` (templated; strings in any case). Auto drops
+        the secondary indexes when the table is (nearly) empty, or the incoming data is at least
+        ``advice.plan.DROP_INDEXES_MIN_RATIO`` (50 %) of the table's size (data + indexes); with
+        the input size unknown, a non-empty table keeps them.
+    :param drop_primary_key: ``"auto"``: PostgreSQL drops the PK too when the secondary indexes go
+        (or there are none) and the table is empty/tiny (``DROP_PRIMARY_KEY_MIN_RATIO`` x smaller
+        than the input); it is rebuilt as ``CREATE UNIQUE INDEX`` + ``ADD PRIMARY KEY USING
+        INDEX``. MySQL never drops it (InnoDB's clustered index); ``True`` is refused there.
+    :param drop_foreign_keys: ``"auto"``: PostgreSQL drops the foreign keys from and to the table
+        when indexes are dropped; MySQL keeps them (the load runs with ``foreign_key_checks = 0``).
+        An index a kept foreign key needs is kept.
+    :param incoming_bytes: size of the data to load (templated), for ``"auto"``.
+    :param manifest: ``s3://.../manifest.json`` of the staged input: its size is used for
+        ``"auto"`` when ``incoming_bytes`` is not given (templated).
+    :param aws_conn_id: AWS connection to read the manifest.
+    :param load_id: the key of the saved state; default ``dag_id/table/logical date``.
+    :param claim_timeout: seconds to wait for another load's claim on the table (default 0: fail
+        at once, naming the holder).
+    :return: (XCom) ``{"load_id", "table", "resumed", "dropped", "kept", "decision"}``.
+    """
+
+    template_fields: Sequence[str] = (
+        "table",
+        "drop_indexes",
+        "drop_primary_key",
+        "drop_foreign_keys",
+        "incoming_bytes",
+        "manifest",
+        "load_id",
+    )
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        conn_id: str,
+        drop_indexes: bool | str = "auto",
+        drop_primary_key: bool | str = "auto",
+        drop_foreign_keys: bool | str = "auto",
+        incoming_bytes: int | str | None = None,
+        manifest: str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        load_id: str | None = None,
+        claim_timeout: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, conn_id=conn_id, load_id=load_id, **kwargs)
+        for name, value in (
+            ("drop_indexes", drop_indexes),
+            ("drop_primary_key", drop_primary_key),
+            ("drop_foreign_keys", drop_foreign_keys),
+        ):
+            if not (isinstance(value, str) and "{{" in value):
+                parse_flag(value, name)  # fail at parse time on a literal typo
+        self.drop_indexes = drop_indexes
+        self.drop_primary_key = drop_primary_key
+        self.drop_foreign_keys = drop_foreign_keys
+        self.incoming_bytes = incoming_bytes
+        self.manifest = manifest
+        self.aws_conn_id = aws_conn_id
+        self.claim_timeout = claim_timeout
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        drop_indexes = parse_flag(self.drop_indexes, "drop_indexes")
+        drop_primary_key = parse_flag(self.drop_primary_key, "drop_primary_key")
+        drop_foreign_keys = parse_flag(self.drop_foreign_keys, "drop_foreign_keys")
+        incoming = parse_optional_int(self.incoming_bytes, "incoming_bytes")
+        if incoming is None and self.manifest and None in (drop_indexes, drop_primary_key):
+            incoming = self._manifest_bytes(self.manifest)
+        return self.hook().prepare(
+            self.table,
+            load_id=self.resolved_load_id(context),
+            drop_indexes=drop_indexes,
+            drop_primary_key=drop_primary_key,
+            drop_foreign_keys=drop_foreign_keys,
+            incoming_bytes=incoming,
+            claim_timeout=self.claim_timeout,
+        )
+
+    def _manifest_bytes(self, uri: str) -> int:
+        """The input's size from a staged manifest: uncompressed bytes when known."""
+        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+        from airflow_bulkload.advice.models import InputSummary
+        from airflow_bulkload.staging.manifest import Manifest, parse_s3_uri
+
+        bucket, key = parse_s3_uri(uri)
+        text = S3Hook(aws_conn_id=self.aws_conn_id).read_key(key, bucket_name=bucket)
+        summary = InputSummary.from_manifest(Manifest.from_json(text))
+        self.log.info("%s: %d bytes to load (%s)", uri, summary.data_bytes, self.table)
+        return summary.data_bytes
+
+
+class FinalizeTableOperator(_TableOperator):
+    """Rebuild what prepare dropped, verify, restore reloptions/autovacuum, ANALYZE, mark done.
+
+    PostgreSQL builds each index in a session of its own, up to ``parallelism`` at once, with
+    ``maintenance_work_mem`` raised in those sessions; the PK and UNIQUE constraints are built as
+    ``CREATE UNIQUE INDEX`` and attached with ``ADD CONSTRAINT ... USING INDEX``; foreign keys are
+    re-added ``NOT VALID`` then validated. MySQL adds all keys in one ``ALTER TABLE`` (InnoDB reads
+    and sorts the table once). Every saved definition is then compared with the catalog
+    (normalised DDL) and the claim on the table released.
+
+    A unique index that cannot be built because the loaded data has duplicates fails the task with
+    a sample of the duplicate keys (:class:`~airflow_bulkload.exceptions.DuplicateKeyError`); the
+    saved state is kept, so a retry after removing the duplicates completes it.
+
+    :param parallelism: PostgreSQL index-build sessions; ``"auto"`` (default):
+        ``advice.plan.DEFAULT_PARALLELISM`` (2), at most one per index. Templated: the pipeline
+        passes the pre-flight plan's parallelism. ``maintenance_work_mem`` is per session.
+    :param maintenance_work_mem: PostgreSQL memory per index build (ignored on MySQL).
+    :param load_id: as given to :class:`PrepareTableOperator`.
+    :param analyze: run ANALYZE (PostgreSQL) / ANALYZE TABLE (MySQL) at the end.
+    :return: (XCom) ``{"load_id", "table", "status", "rebuilt", "seconds", ...}`` with the build
+        seconds per index/constraint/foreign key.
+    """
+
+    template_fields: Sequence[str] = ("table", "parallelism", "maintenance_work_mem", "load_id")
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        conn_id: str,
+        parallelism: int | str = "auto",
+        maintenance_work_mem: str = "1GB",
+        load_id: str | None = None,
+        analyze: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, conn_id=conn_id, load_id=load_id, **kwargs)
+        if not (isinstance(parallelism, str) and "{{" in parallelism):
+            parse_parallelism(parallelism, 1, 1)
+        self.parallelism = parallelism
+        self.maintenance_work_mem = maintenance_work_mem
+        self.analyze = analyze
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        return self.hook().finalize(
+            self.table,
+            load_id=self.resolved_load_id(context),
+            parallelism=self.parallelism,
+            maintenance_work_mem=self.maintenance_work_mem,
+            analyze=self.analyze,
+        )
+
+
+class RestoreTableOperator(_TableOperator):
+    """The teardown twin of :class:`PrepareTableOperator`: when the table's state is saved and not
+    done (a load failed, finalize never ran or failed), put it back exactly as saved (indexes,
+    constraints, foreign keys, reloptions) and release the claim; when nothing was changed or
+    finalize completed, do nothing. Idempotent: safe to run twice.
+
+    Rows loaded in between stay: committed chunks are kept, a failed chunk left nothing.
+
+    :param load_id: as given to :class:`PrepareTableOperator`.
+    """
+
+    template_fields: Sequence[str] = ("table", "load_id")
+    ui_color = "#e3f1d4"
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        return self.hook().restore(self.table, load_id=self.resolved_load_id(context))
+
+
+class CheckpointOperator(BaseOperator):
+    """PostgreSQL ``CHECKPOINT`` after the load (before bulk mode ends), so the next crash recovery
+    does not replay the load's WAL.
+
+    Needs a superuser, or on PostgreSQL 15+ a member of ``pg_checkpoint``
+    (``GRANT pg_checkpoint TO loader``); on RDS the master user (``rds_superuser``) may run it.
+    Without the privilege the task fails saying so
+    (:class:`~airflow_bulkload.exceptions.InsufficientPrivilegeError`).
+
+    On MySQL a logged no-op: InnoDB checkpoints continuously and has no statement for a full one.
+
+    :param conn_id: a ``postgres`` or ``mysql`` connection.
+    """
+
+    template_fields: Sequence[str] = ("conn_id",)
+    ui_color = "#e8e0f5"
+
+    def __init__(self, *, conn_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.conn_id = conn_id
+
+    def execute(self, context: Context) -> str:
+        return TableStateHook(conn_id=self.conn_id).checkpoint()
