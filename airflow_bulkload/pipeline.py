@@ -20,24 +20,26 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import Asset, TaskGroup
 from airflow.sdk.definitions.taskgroup import TaskGroup as _TaskGroup
+from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
 from airflow_bulkload.hooks.bulk_load import LOAD_METHODS
 from airflow_bulkload.operators.bulk_mode import EnterBulkModeOperator, ExitBulkModeOperator
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
 from airflow_bulkload.operators.preflight import PreflightCheckOperator
 from airflow_bulkload.operators.report import LoadReportOperator, record_end, record_start
-from airflow_bulkload.operators.stage import StageToS3Operator
-from airflow_bulkload.operators.withdraw import WithdrawSupersededChunksOperator
+from airflow_bulkload.operators.stage import MANIFEST_URI_XCOM_KEY, StageToS3Operator
 from airflow_bulkload.operators.table import (
     CheckpointOperator,
     FinalizeTableOperator,
     PrepareTableOperator,
     RestoreTableOperator,
 )
+from airflow_bulkload.operators.withdraw import WithdrawSupersededChunksOperator
 
 AUTO = "auto"
 BULK_MODES = (AUTO, "off")
@@ -74,6 +76,7 @@ def bulk_load_table(
     vcpus: int | None = None,
     fail_on: str | None = "error",
     load_retries: int = 2,
+    load_retry_delay: timedelta = timedelta(seconds=30),
     outlets: Sequence[Asset] | None = None,
     reboot_policy: str = "never",
 ) -> TaskGroup:
@@ -110,6 +113,8 @@ def bulk_load_table(
     :param vcpus: the server's vCPUs, for a self-managed server (RDS classes are known).
     :param fail_on: pre-flight severities that fail the run (``"error"``, ``"warn"``, ``None``).
     :param load_retries: retries of each chunk load (safe: the ledger makes them exactly-once).
+        Bad data fails a chunk at once, without retries; retries are for lost connections.
+    :param load_retry_delay: wait before a chunk load's retry.
     :param outlets: Assets the load updates (on the report task, which runs when it succeeded).
     :param reboot_policy: RDS bulk mode: ``"never"`` (default) or ``"allowed"``.
     """
@@ -142,12 +147,13 @@ def bulk_load_table(
             load_method=method,
             **timing,
         )
+        manifest_uri = PlainXComArg(stage, key=MANIFEST_URI_XCOM_KEY)
         preflight = PreflightCheckOperator(
             task_id="preflight",
             table=table,
             conn_id=conn_id,
             aws_conn_id=aws_conn_id,
-            manifest=stage.output["manifest_uri"],
+            manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
             db_instance_identifier=rds_instance,
             db_cluster_identifier=rds_cluster,
             vcpus=vcpus,
@@ -156,7 +162,7 @@ def bulk_load_table(
             drop_indexes=drop_indexes,
             sort=sort_by_primary_key,
             bulk_mode=bulk_mode != "off",
-            fail_on=fail_on,  # type: ignore[arg-type]
+            fail_on=fail_on,
             **timing,
         )
         withdraw = WithdrawSupersededChunksOperator(
@@ -164,7 +170,7 @@ def bulk_load_table(
             table=table,
             conn_id=conn_id,
             aws_conn_id=aws_conn_id,
-            manifest=stage.output["manifest_uri"],
+            manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
             **timing,
         )
         stage >> preflight >> withdraw
@@ -184,6 +190,7 @@ def bulk_load_table(
             method=method,
             max_concurrent_loads=_plan_value(preflight.task_id, "parallelism"),
             retries=load_retries,
+            retry_delay=load_retry_delay,
             max_active_tis_per_dagrun=parallelism if isinstance(parallelism, int) else None,
             **timing,
         ).expand(chunk=stage.output)
@@ -197,13 +204,13 @@ def bulk_load_table(
             "stage": stage.task_id,
             "preflight": preflight.task_id,
             "prepare_table": prepare.task_id,
-            "load": load.operator.task_id,
+            "load": load.task_id,
             "finalize_table": finalize.task_id,
             "checkpoint": checkpoint.task_id,
         }
         first_setup: Any = prepare
         if bulk_mode != "off":
-            bulk = {
+            bulk: dict[str, Any] = {
                 "table": table,
                 "conn_id": None if rds_instance else conn_id,
                 "db_instance_identifier": rds_instance,
@@ -226,7 +233,7 @@ def bulk_load_table(
         report = LoadReportOperator(
             task_id="report",
             table=table,
-            load_task_id=load.operator.task_id,
+            load_task_id=load.task_id,
             stage_task_ids=stages,
             outlets=list(outlets or []),
         )

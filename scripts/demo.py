@@ -155,7 +155,7 @@ def main() -> int:
         glob = str(work / "input" / "*.csv").replace("'", "''")
         expected = duckdb.sql(
             CHECKSUM_SQL.format(source=f"read_csv('{glob}', header=true, nullstr='')")
-        ).fetchone()
+        ).fetchall()[0]
 
         with closing(pg_connect("postgres")) as admin:
             admin.execute(drop_database)

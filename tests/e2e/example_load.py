@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from contextlib import closing
@@ -25,7 +26,7 @@ from tests.harness import REPO_ROOT, MotoServer, TestDatabase
 
 DAG_IDS = {"postgres": "bulkload_nightly_postgres", "mysql": "bulkload_nightly_aurora_mysql"}
 TABLE_NAME = "events"
-RUN_TIMEOUT = 300
+RUN_TIMEOUT = int(os.environ.get("BULKLOAD_TEST_RUN_TIMEOUT", "300"))
 
 #: order-independent fingerprint of the WIDE dataset: the same numbers from DuckDB over the input
 #: files and from the server over the loaded table
@@ -63,7 +64,7 @@ def input_checksum(files: list[Path]) -> tuple[int, ...]:
 
     paths = ", ".join("'" + str(p).replace("'", "''") + "'" for p in files)
     source = f"read_csv([{paths}], header=true, nullstr='', all_varchar=false)"
-    row = duckdb.sql(CHECKSUM["duckdb"].format(source=source)).fetchone()
+    row = duckdb.sql(CHECKSUM["duckdb"].format(source=source)).fetchall()[0]
     assert row is not None
     return tuple(int(v or 0) for v in row)
 
@@ -100,6 +101,7 @@ class ExampleLoad:
     input_bucket: str = "bl-e2e-input"
     staging_bucket: str = "bl-e2e-staging"
     dates: dict[str, list[Path]] = field(default_factory=dict)
+    runs: int = 0
 
     @property
     def engine(self) -> str:
@@ -160,17 +162,27 @@ class ExampleLoad:
     def run(self, ds: str, **kill: str) -> RunResult:
         """``airflow dags test <dag> <ds>``; ``kill`` sets BULKLOAD_TEST_KILL_* (see kill_points)."""
         env = self.env() | {f"BULKLOAD_TEST_KILL_{k.upper()}": v for k, v in kill.items()}
-        proc = subprocess.run(
-            [sys.executable, "-m", "airflow", "dags", "test", self.dag_id, ds],
-            env=env,
-            cwd=REPO_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=RUN_TIMEOUT,
-            start_new_session=True,  # a kill takes the run's process group, not pytest
-            check=False,
-        )
-        return RunResult(proc.returncode, proc.stdout + proc.stderr)
+        self.runs += 1
+        log_path = self.workdir / f"run-{self.runs}.log"
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "airflow", "dags", "test", self.dag_id, ds],
+                env=env,
+                cwd=REPO_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a kill takes the run's process group, not pytest
+            )
+            try:
+                returncode = proc.wait(timeout=RUN_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise AssertionError(
+                    f"airflow dags test ran over {RUN_TIMEOUT} s:\n"
+                    + log_path.read_text(errors="replace")[-8000:]
+                ) from None
+        return RunResult(returncode, log_path.read_text(errors="replace"))
 
     # -- the end state ----------------------------------------------------------------------
     def query(self, sql: str, params: Any = None) -> list[tuple[Any, ...]]:

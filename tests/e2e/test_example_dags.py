@@ -13,7 +13,9 @@ DS = "2026-11-21"
 def test_example_dag_loads_the_input_once_and_leaves_the_table_as_it_was(
     engine: str, request: pytest.FixtureRequest
 ) -> None:
-    example: ExampleLoad = request.getfixturevalue(f"{'pg' if engine == 'postgres' else engine}_example")
+    example: ExampleLoad = request.getfixturevalue(
+        f"{'pg' if engine == 'postgres' else engine}_example"
+    )
     example.add_input(DS)
     before = example.snapshot()
 
@@ -63,8 +65,10 @@ def test_a_bad_row_fails_the_run_restores_everything_and_a_corrected_input_loads
     pg_example.add_input(DS)
     header = b"id,customer_id,quantity,note,created_at\n"
     pg_example.put_input_object(
-        DS, "zz-late.csv", header + b"90000001,1,1,fine,2026-01-01 00:00:00\n"
-        b"90000002,not-a-number,1,bad,2026-01-01 00:00:00\n"
+        DS,
+        "zz-late.csv",
+        header + b"90000001,1,1,fine,2026-01-01 00:00:00\n"
+        b"90000002,not-a-number,1,bad,2026-01-01 00:00:00\n",
     )
     before = pg_example.snapshot()
 
@@ -76,8 +80,9 @@ def test_a_bad_row_fails_the_run_restores_everything_and_a_corrected_input_loads
     assert pg_example.query("SELECT count(*) FROM events WHERE id >= 90000000") == [(0,)]
 
     pg_example.put_input_object(
-        DS, "zz-late.csv", header + b"90000001,1,1,fine,2026-01-01 00:00:00\n"
-        b"90000002,2,1,fixed,2026-01-01 00:00:00\n"
+        DS,
+        "zz-late.csv",
+        header + b"90000001,1,1,fine,2026-01-01 00:00:00\n90000002,2,1,fixed,2026-01-01 00:00:00\n",
     )
     fixed = pg_example.run(DS)
     assert fixed.succeeded, fixed.tail()
