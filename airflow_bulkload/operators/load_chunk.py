@@ -47,6 +47,7 @@ class LoadChunkOperator(BaseOperator):
         "file_format",
         "load_id",
         "method",
+        "max_concurrent_loads",
     )
     ui_color = "#d9f0ff"
 

@@ -1,0 +1,252 @@
+"""bulk_load_table(): the whole expert bulk load of one table, as one Airflow TaskGroup.
+
+::
+
+    stage ─► preflight ─► withdraw_superseded ─► enter_bulk_mode (setup) ─► prepare_table (setup)
+          ─► load x N (mapped) ─► finalize_table ─► checkpoint ─► report
+          ─► restore_table (teardown) ─► exit_bulk_mode (teardown)
+
+Every task is idempotent, so a retry, a cleared task or a re-run of the same DAG run picks up
+where the last attempt stopped: staging finds its manifest, the chunk ledger skips committed
+chunks, table preparation finds its saved state, and bulk mode re-claims its own lease. When the
+input was corrected after a failed attempt, staging writes a new manifest and
+``withdraw_superseded`` first takes the failed attempt's committed rows back out, so no row is
+loaded twice.
+The teardowns run whatever failed in between, so the table gets its indexes back and the server
+leaves bulk mode.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import Asset, TaskGroup
+from airflow.sdk.definitions.taskgroup import TaskGroup as _TaskGroup
+from airflow.sdk.definitions.xcom_arg import PlainXComArg
+
+from airflow_bulkload.hooks.bulk_load import LOAD_METHODS
+from airflow_bulkload.operators.bulk_mode import EnterBulkModeOperator, ExitBulkModeOperator
+from airflow_bulkload.operators.load_chunk import LoadChunkOperator
+from airflow_bulkload.operators.preflight import PreflightCheckOperator
+from airflow_bulkload.operators.report import LoadReportOperator, record_end, record_start
+from airflow_bulkload.operators.stage import MANIFEST_URI_XCOM_KEY, StageToS3Operator
+from airflow_bulkload.operators.table import (
+    CheckpointOperator,
+    FinalizeTableOperator,
+    PrepareTableOperator,
+    RestoreTableOperator,
+)
+from airflow_bulkload.operators.withdraw import WithdrawSupersededChunksOperator
+
+AUTO = "auto"
+BULK_MODES = (AUTO, "off")
+
+
+def default_group_id(table: str) -> str:
+    """``load_<table>`` with every character Airflow does not allow in ids replaced."""
+    return "load_" + re.sub(r"[^A-Za-z0-9_-]", "_", table).strip("_")
+
+
+def _plan_value(preflight_task_id: str, key: str) -> str:
+    """A template reading one knob of the pre-flight plan at run time."""
+    return f"{{{{ ti.xcom_pull(task_ids='{preflight_task_id}')['plan']['{key}'] }}}}"
+
+
+def bulk_load_table(
+    group_id: str | None = None,
+    *,
+    table: str,
+    conn_id: str,
+    source: str | list[str],
+    staging: str,
+    aws_conn_id: str | None = "aws_default",
+    file_format: dict[str, Any] | None = None,
+    columns: list[str] | None = None,
+    method: str = "client",
+    rds_instance: str | None = None,
+    rds_cluster: str | None = None,
+    bulk_mode: str | dict[str, Any] = AUTO,
+    drop_indexes: bool | str = AUTO,
+    sort_by_primary_key: bool = True,
+    chunk_size: str | int = "256MB",
+    parallelism: int | str = AUTO,
+    vcpus: int | None = None,
+    fail_on: str | None = "error",
+    load_retries: int = 2,
+    load_retry_delay: timedelta = timedelta(seconds=30),
+    outlets: Sequence[Asset] | None = None,
+    reboot_policy: str = "never",
+) -> TaskGroup:
+    """Build the task group that bulk loads ``source`` into ``table`` (see the module docstring).
+
+    :param group_id: the group's id; default ``load_<table>``.
+    :param table: target table: ``schema.table`` on PostgreSQL, ``db.table`` or ``table`` on MySQL.
+    :param conn_id: a ``postgres`` or ``mysql`` connection; the SQL dialect follows its type.
+    :param source: input files: local path/glob on the worker, ``s3://bucket/key`` or a prefix
+        ending in ``/`` (templated, e.g. ``s3://in/events/{{ ds }}/``).
+    :param staging: S3 URI under which chunks and the manifest are staged (templated).
+    :param aws_conn_id: AWS connection for S3 and RDS.
+    :param file_format: the input's format: ``format`` (``csv``/``text``), ``delimiter``,
+        ``header``, ``null``, ``quote``, ``escape``, ``encoding``.
+    :param columns: the input's columns in file order, when it has no header and they differ from
+        the table's.
+    :param method: ``client`` (stream through the worker), ``rds_s3`` (RDS/Aurora PostgreSQL
+        ``aws_s3``) or ``aurora_s3`` (Aurora MySQL ``LOAD DATA FROM S3``; staged uncompressed).
+    :param rds_instance: the RDS DB instance behind ``conn_id``: bulk mode changes its parameter
+        group, and pre-flight reads its class, storage and maintenance window.
+    :param rds_cluster: the Aurora cluster behind ``conn_id`` (pre-flight reads its writer; bulk
+        mode needs ``rds_instance``, the writer, for its parameter group).
+    :param bulk_mode: ``"auto"`` (the engine's default bulk settings), ``"off"``, or a dict of
+        settings overriding the defaults. Without ``rds_instance`` the server's own settings are
+        changed (ALTER SYSTEM / SET GLOBAL), which needs a privileged user.
+    :param drop_indexes: ``"auto"`` (pre-flight decides from incoming vs existing size), or
+        ``True``/``False``.
+    :param sort_by_primary_key: stage the input sorted by the table's primary key (tables without
+        one are staged unsorted).
+    :param chunk_size: target uncompressed chunk size, e.g. ``"256MB"``.
+    :param parallelism: how many chunks load at once: ``"auto"`` (pre-flight's recommendation for
+        the instance's vCPUs, enforced by load slots on the database server) or an int (also
+        Airflow's ``max_active_tis_per_dagrun`` on the load task).
+    :param vcpus: the server's vCPUs, for a self-managed server (RDS classes are known).
+    :param fail_on: pre-flight severities that fail the run (``"error"``, ``"warn"``, ``None``).
+    :param load_retries: retries of each chunk load (safe: the ledger makes them exactly-once).
+        Bad data fails a chunk at once, without retries; retries are for lost connections.
+    :param load_retry_delay: wait before a chunk load's retry.
+    :param outlets: Assets the load updates (on the report task, which runs when it succeeded).
+    :param reboot_policy: RDS bulk mode: ``"never"`` (default) or ``"allowed"``.
+    """
+    if method not in LOAD_METHODS:
+        raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
+    if isinstance(bulk_mode, str) and bulk_mode not in BULK_MODES:
+        raise ValueError(
+            f"bulk_mode must be 'auto', 'off' or a dict of settings, got {bulk_mode!r}"
+        )
+    if isinstance(parallelism, str) and parallelism != AUTO:
+        raise ValueError(f"parallelism must be 'auto' or a positive int, got {parallelism!r}")
+    if isinstance(parallelism, int) and parallelism < 1:
+        raise ValueError(f"parallelism must be at least 1, got {parallelism}")
+    if isinstance(drop_indexes, str) and drop_indexes != AUTO:
+        raise ValueError(f"drop_indexes must be 'auto', True or False, got {drop_indexes!r}")
+
+    timing: dict[str, Any] = {"pre_execute": record_start, "post_execute": record_end}
+    with _TaskGroup(group_id or default_group_id(table)) as group:
+        stage = StageToS3Operator(
+            task_id="stage",
+            source=source,
+            staging=staging,
+            table=table,
+            file_format=file_format,
+            columns=columns,
+            sort_by_primary_key=sort_by_primary_key,
+            conn_id=conn_id,
+            aws_conn_id=aws_conn_id,
+            chunk_size=chunk_size,
+            load_method=method,
+            **timing,
+        )
+        manifest_uri = PlainXComArg(stage, key=MANIFEST_URI_XCOM_KEY)
+        preflight = PreflightCheckOperator(
+            task_id="preflight",
+            table=table,
+            conn_id=conn_id,
+            aws_conn_id=aws_conn_id,
+            manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
+            db_instance_identifier=rds_instance,
+            db_cluster_identifier=rds_cluster,
+            vcpus=vcpus,
+            method=method,
+            parallelism=parallelism,
+            drop_indexes=drop_indexes,
+            sort=sort_by_primary_key,
+            bulk_mode=bulk_mode != "off",
+            fail_on=fail_on,
+            **timing,
+        )
+        withdraw = WithdrawSupersededChunksOperator(
+            task_id="withdraw_superseded",
+            table=table,
+            conn_id=conn_id,
+            aws_conn_id=aws_conn_id,
+            manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
+            **timing,
+        )
+        stage >> preflight >> withdraw
+
+        prepare = PrepareTableOperator(
+            task_id="prepare_table",
+            table=table,
+            conn_id=conn_id,
+            drop_indexes=_plan_value(preflight.task_id, "drop_indexes"),
+            **timing,
+        )
+        load = LoadChunkOperator.partial(
+            task_id="load",
+            table=table,
+            conn_id=conn_id,
+            aws_conn_id=aws_conn_id,
+            method=method,
+            max_concurrent_loads=_plan_value(preflight.task_id, "parallelism"),
+            retries=load_retries,
+            retry_delay=load_retry_delay,
+            max_active_tis_per_dagrun=parallelism if isinstance(parallelism, int) else None,
+            **timing,
+        ).expand(chunk=stage.output)
+        finalize = FinalizeTableOperator(
+            task_id="finalize_table", table=table, conn_id=conn_id, **timing
+        )
+        checkpoint = CheckpointOperator(task_id="checkpoint", conn_id=conn_id, **timing)
+        restore = RestoreTableOperator(task_id="restore_table", table=table, conn_id=conn_id)
+
+        stages = {
+            "stage": stage.task_id,
+            "preflight": preflight.task_id,
+            "prepare_table": prepare.task_id,
+            "load": load.task_id,
+            "finalize_table": finalize.task_id,
+            "checkpoint": checkpoint.task_id,
+        }
+        first_setup: Any = prepare
+        if bulk_mode != "off":
+            bulk: dict[str, Any] = {
+                "table": table,
+                "conn_id": None if rds_instance else conn_id,
+                "db_instance_identifier": rds_instance,
+                "aws_conn_id": aws_conn_id,
+                "settings": bulk_mode if isinstance(bulk_mode, dict) else None,
+                "reboot_policy": reboot_policy,
+            }
+            enter = EnterBulkModeOperator(task_id="enter_bulk_mode", **bulk, **timing)
+            exit_ = ExitBulkModeOperator(task_id="exit_bulk_mode", **bulk)
+            stages = {
+                "stage": stages.pop("stage"),
+                "preflight": stages.pop("preflight"),
+                "enter_bulk_mode": enter.task_id,
+                **stages,
+            }
+            withdraw >> enter >> prepare
+            first_setup = enter
+        else:
+            withdraw >> prepare
+        report = LoadReportOperator(
+            task_id="report",
+            table=table,
+            load_task_id=load.task_id,
+            stage_task_ids=stages,
+            outlets=list(outlets or []),
+        )
+        prepare >> load >> finalize >> checkpoint >> report
+        restore.as_teardown(setups=prepare)
+        checkpoint >> restore
+        if bulk_mode != "off":
+            exit_.as_teardown(setups=enter)
+            restore >> exit_
+            # Exit must run even when enter failed half-way (it restores what enter changed),
+            # which the default teardown rule (a setup must have succeeded) would skip.
+            exit_.trigger_rule = "all_done"  # type: ignore[assignment]
+        # So does restore when prepare failed half-way (indexes dropped, then an error).
+        restore.trigger_rule = "all_done"  # type: ignore[assignment]
+        del first_setup
+    return group

@@ -1,0 +1,91 @@
+"""The example DAGs end to end with ``airflow dags test``: loaded once, restored, restartable."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e.example_load import ExampleLoad
+
+DS = "2026-11-21"
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+def test_example_dag_loads_the_input_once_and_leaves_the_table_as_it_was(
+    engine: str, request: pytest.FixtureRequest
+) -> None:
+    example: ExampleLoad = request.getfixturevalue(
+        f"{'pg' if engine == 'postgres' else engine}_example"
+    )
+    example.add_input(DS)
+    before = example.snapshot()
+
+    first = example.run(DS)
+    assert first.succeeded, first.tail()
+    example.assert_loaded_once(before)
+
+    again = example.run(DS)  # a re-run of the same date: every chunk is already in the ledger
+    assert again.succeeded, again.tail()
+    assert "already loaded" in again.output
+    example.assert_loaded_once(before)
+
+
+PG_INDEXES_BACK = (
+    "SELECT count(*) > 0 FROM pg_index WHERE indrelid = 'public.events'::regclass"
+    " AND indexrelid::regclass::text <> 'events_pkey'"
+)
+KILL_POINTS = {
+    "after_staging": {"before": "preflight"},
+    "after_enter_bulk_mode": {"before": "prepare_table"},
+    "after_prepare": {"before": "load[0]"},
+    "after_half_the_chunks": {"before": "load[3]"},
+    "during_finalize": {"during": "finalize_table", "when_sql": PG_INDEXES_BACK},
+}
+
+
+@pytest.mark.parametrize("point", list(KILL_POINTS))
+def test_a_run_killed_at_any_point_is_finished_by_its_rerun(
+    pg_example: ExampleLoad, point: str
+) -> None:
+    pg_example.add_input(DS)
+    before = pg_example.snapshot()
+
+    killed = pg_example.run(DS, **KILL_POINTS[point])
+    assert killed.killed, killed.tail()
+    if point == "after_half_the_chunks":
+        assert len(pg_example.ledger()) == 3
+    rerun = pg_example.run(DS)
+
+    assert rerun.succeeded, rerun.tail()
+    pg_example.assert_loaded_once(before)
+
+
+def test_a_bad_row_fails_the_run_restores_everything_and_a_corrected_input_loads_once(
+    pg_example: ExampleLoad,
+) -> None:
+    pg_example.add_input(DS)
+    header = b"id,customer_id,quantity,note,created_at\n"
+    pg_example.put_input_object(
+        DS,
+        "zz-late.csv",
+        header + b"90000001,1,1,fine,2026-01-01 00:00:00\n"
+        b"90000002,not-a-number,1,bad,2026-01-01 00:00:00\n",
+    )
+    before = pg_example.snapshot()
+
+    failed = pg_example.run(DS)
+    assert not failed.succeeded
+    assert "customer_id" in failed.output  # the error names the column (and chunk and line)
+    assert pg_example.snapshot() == before  # teardowns put back the indexes and settings
+    assert pg_example.leases() == []
+    assert pg_example.query("SELECT count(*) FROM events WHERE id >= 90000000") == [(0,)]
+
+    pg_example.put_input_object(
+        DS,
+        "zz-late.csv",
+        header + b"90000001,1,1,fine,2026-01-01 00:00:00\n90000002,2,1,fixed,2026-01-01 00:00:00\n",
+    )
+    fixed = pg_example.run(DS)
+    assert fixed.succeeded, fixed.tail()
+    assert pg_example.snapshot() == before
+    rows = pg_example.query("SELECT count(*), count(DISTINCT id) FROM events")[0]
+    assert rows == (pg_example.rows + 2, pg_example.rows + 2)
