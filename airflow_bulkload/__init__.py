@@ -30,6 +30,8 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_bulkload.operators.preflight",
                     "airflow_bulkload.operators.stage",
                     "airflow_bulkload.operators.table",
+                    "airflow_bulkload.operators.report",
+                    "airflow_bulkload.operators.withdraw",
                 ],
             }
         ],

@@ -3,6 +3,7 @@
 from airflow_bulkload.operators.bulk_mode import EnterBulkModeOperator, ExitBulkModeOperator
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
 from airflow_bulkload.operators.preflight import PreflightCheckOperator
+from airflow_bulkload.operators.report import LoadReportOperator
 from airflow_bulkload.operators.stage import StageToS3Operator
 from airflow_bulkload.operators.table import (
     CheckpointOperator,
@@ -10,6 +11,7 @@ from airflow_bulkload.operators.table import (
     PrepareTableOperator,
     RestoreTableOperator,
 )
+from airflow_bulkload.operators.withdraw import WithdrawSupersededChunksOperator
 
 __all__ = [
     "CheckpointOperator",
@@ -17,8 +19,10 @@ __all__ = [
     "ExitBulkModeOperator",
     "FinalizeTableOperator",
     "LoadChunkOperator",
+    "LoadReportOperator",
     "PreflightCheckOperator",
     "PrepareTableOperator",
     "RestoreTableOperator",
     "StageToS3Operator",
+    "WithdrawSupersededChunksOperator",
 ]
