@@ -25,6 +25,8 @@ from benchmarks.datasets import WIDE, generate
 from tests.harness import REPO_ROOT, MotoServer, TestDatabase
 
 DAG_IDS = {"postgres": "bulkload_nightly_postgres", "mysql": "bulkload_nightly_aurora_mysql"}
+#: where each example DAG looks for a day's input: s3://<input bucket>/<folder>/<ds>/
+INPUT_FOLDERS = {"postgres": "events", "mysql": "orders"}
 TABLE_NAME = "events"
 RUN_TIMEOUT = int(os.environ.get("BULKLOAD_TEST_RUN_TIMEOUT", "300"))
 
@@ -112,6 +114,10 @@ class ExampleLoad:
         return DAG_IDS[self.engine]
 
     @property
+    def input_folder(self) -> str:
+        return INPUT_FOLDERS[self.engine]
+
+    @property
     def table(self) -> str:
         return "public.events" if self.engine == "postgres" else f"{self.db.name}.events"
 
@@ -130,20 +136,20 @@ class ExampleLoad:
             cur.close()
 
     def add_input(self, ds: str, *, rows: int | None = None, seed: int = 7) -> list[Path]:
-        """Generate the input of logical date ``ds`` and put it under ``events/<ds>/``."""
+        """Generate the input of logical date ``ds`` and put it under ``<folder>/<ds>/``."""
         s3 = self.moto.client("s3")
         for bucket in (self.input_bucket, self.staging_bucket):
             if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
                 s3.create_bucket(Bucket=bucket)
         files = generate(WIDE, rows or self.rows, self.workdir / ds, files=self.files, seed=seed)
         for path in files:
-            s3.upload_file(str(path), self.input_bucket, f"events/{ds}/{path.name}")
+            s3.upload_file(str(path), self.input_bucket, f"{self.input_folder}/{ds}/{path.name}")
         self.dates[ds] = files
         return files
 
     def put_input_object(self, ds: str, name: str, body: bytes) -> None:
         self.moto.client("s3").put_object(
-            Bucket=self.input_bucket, Key=f"events/{ds}/{name}", Body=body
+            Bucket=self.input_bucket, Key=f"{self.input_folder}/{ds}/{name}", Body=body
         )
 
     def env(self) -> dict[str, str]:
