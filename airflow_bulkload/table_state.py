@@ -160,6 +160,12 @@ def snapshot_from_info(
     }
 
 
+def primary_key_of_snapshot(saved: Mapping[str, Any]) -> list[str]:
+    """The primary key columns a saved snapshot records (empty when the table had none)."""
+    primary = next((ix for ix in saved.get("indexes", []) if ix.get("is_primary")), None)
+    return list(primary["columns"]) if primary else []
+
+
 def fk_key(fk: Mapping[str, Any]) -> tuple[str, str, str]:
     return (str(fk.get("schema") or ""), str(fk["table"]), str(fk["name"]))
 

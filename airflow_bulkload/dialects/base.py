@@ -301,6 +301,11 @@ class Dialect(abc.ABC):
         """Drop the table's claim if ``load_id`` holds it."""
 
     @abc.abstractmethod
+    def unfinished_table_saved_state(self, conn: Any, table: TableRef) -> dict[str, Any] | None:
+        """The saved snapshot of the table's most recent load whose state is not done (the table
+        may be stripped of the indexes it lists), else ``None``."""
+
+    @abc.abstractmethod
     def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> dict[str, Any] | None:
         """``{"status", "saved", "dropped", "decision"}`` for (table, load id), or ``None``."""
 

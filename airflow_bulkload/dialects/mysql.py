@@ -1158,6 +1158,18 @@ class MySqlDialect(Dialect):
     def _state_id(table: TableRef, load_id: str) -> bytes:
         return hashlib.sha256(f"{table}\0{load_id}".encode()).digest()
 
+    def unfinished_table_saved_state(self, conn: Any, table: TableRef) -> dict[str, Any] | None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                "SELECT `saved` "  # noqa: S608 (quoted)
+                f"FROM {self._state_table(conn, 'bulkload_table_state')} "
+                "WHERE `table_name` = %s AND `status` <> 'done' ORDER BY `updated_at` DESC LIMIT 1",
+                (str(table),),
+            )
+            row = cur.fetchone()
+        conn.commit()  # end the read's snapshot
+        return None if row is None else dict(json.loads(row[0]))
+
     def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> dict[str, Any] | None:
         with _cursor(conn) as cur:
             cur.execute(

@@ -807,6 +807,18 @@ class PostgresDialect(Dialect):
             (str(table), load_id),
         )
 
+    def unfinished_table_saved_state(self, conn: Any, table: TableRef) -> dict[str, Any] | None:
+        with self._read(conn) as cur:
+            cur.execute(
+                sql.SQL(
+                    "SELECT saved FROM {s}.table_state WHERE table_name = %s AND status <> 'done'"
+                    " ORDER BY updated_at DESC LIMIT 1"
+                ).format(s=_S),
+                (str(table),),
+            )
+            row = cur.fetchone()
+        return None if row is None else dict(row[0])
+
     def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> dict[str, Any] | None:
         row = conn.execute(
             sql.SQL(

@@ -19,6 +19,7 @@ from airflow_bulkload.s3io import open_s3_stream, s3_client, s3_region
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, parse_s3_uri
 from airflow_bulkload.staging.planning import MANIFEST_NAME
 from airflow_bulkload.staging.stager import read_manifest
+from airflow_bulkload.table_state import primary_key_of_snapshot
 
 LOAD_METHODS = ("client", "rds_s3", "aurora_s3")
 
@@ -92,6 +93,18 @@ class BulkLoadHook(BaseHook):
         with closing(self.get_conn()) as conn:
             ref = self.dialect.qualified_name(conn, self.dialect.table_ref(table))
             return self.dialect.describe_table(conn, ref)
+
+    def primary_key(self, table: str) -> list[str]:
+        """The table's primary key columns, also while a load has it stripped: then the key its
+        saved state recorded (staging and withdrawing must see the same key on a re-run)."""
+        with closing(self.get_conn()) as conn:
+            dialect = self.dialect
+            dialect.ensure_state_schema(conn)
+            ref = dialect.qualified_name(conn, dialect.table_ref(table))
+            saved = dialect.unfinished_table_saved_state(conn, ref)
+            if saved is not None:
+                return primary_key_of_snapshot(saved)
+            return list(dialect.describe_table(conn, ref).primary_key)
 
     def server_facts(self) -> ServerFacts:
         """The server settings pre-flight advice reads (see :meth:`Dialect.server_facts`)."""
@@ -209,7 +222,7 @@ class BulkLoadHook(BaseHook):
             ]
             if not superseded:
                 return results
-            key_columns = dialect.describe_table(conn, ref).primary_key
+            key_columns = self.primary_key(table)
             if not key_columns:
                 raise BulkLoadError(
                     f"{ref} has no primary key, so the rows of {len(superseded)} chunk(s) an "

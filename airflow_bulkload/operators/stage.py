@@ -154,13 +154,15 @@ class StageToS3Operator(BaseOperator):
         if self.sort_by_primary_key:
             from airflow_bulkload.hooks.bulk_load import BulkLoadHook
 
-            info = BulkLoadHook(conn_id=str(self.conn_id)).describe_table(self.table)
-            if not info.primary_key:
+            hook = BulkLoadHook(conn_id=str(self.conn_id))
+            # the saved key while an earlier attempt has the table stripped, so a re-run stages
+            # exactly as the first attempt did (and finds its manifest)
+            key = hook.primary_key(self.table)
+            if not key:
                 self.log.warning("%s has no primary key; staging unsorted", self.table)
                 return [], []
-            key = list(info.primary_key)
             self.log.info("sorting by the primary key of %s: %s", self.table, key)
-            return key, resolve_sort_types(key, info.column_types())
+            return key, resolve_sort_types(key, hook.describe_table(self.table).column_types())
         key = list(self.sort_key or [])
         return key, resolve_sort_types(key, self.sort_key_types)
 

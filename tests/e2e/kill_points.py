@@ -4,7 +4,7 @@ Installed as the cluster policy of the test Airflow home (``airflow_local_settin
 :func:`task_policy`), so the example DAGs run unchanged. It does nothing unless the run's
 environment names a kill point:
 
-``BULKLOAD_TEST_KILL_BEFORE=task_id`` or ``task_id[map_index]``
+``BULKLOAD_TEST_KILL_BEFORE=task_id``, ``task_id[map_index]`` or ``task_id#n``
     SIGKILL the whole ``airflow dags test`` process group as that task starts: everything before
     it has finished, nothing of it has run.
 ``BULKLOAD_TEST_KILL_DURING=task_id`` with ``BULKLOAD_TEST_KILL_WHEN_SQL=<query>``
@@ -31,7 +31,21 @@ def kill_run() -> None:
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
+#: task instances of each kill-point task started so far in this process (``dags test`` runs
+#: them all in its own process, in an order of its choosing)
+_started: dict[str, int] = {}
+
+
 def _matches(point: str, ti: Any) -> bool:
+    """``task_id`` (any instance), ``task_id[i]`` (map index i) or ``task_id#n`` (the n-th
+    instance to start, counting from 0, whatever its map index)."""
+    if "#" in point:
+        task_id, _, nth = point.partition("#")
+        if not ti.task_id.endswith(task_id):
+            return False
+        seen = _started.get(task_id, 0)
+        _started[task_id] = seen + 1
+        return seen == int(nth)
     task_id, _, index = point.partition("[")
     if not ti.task_id.endswith(task_id):
         return False

@@ -36,8 +36,8 @@ PG_INDEXES_BACK = (
 KILL_POINTS = {
     "after_staging": {"before": "preflight"},
     "after_enter_bulk_mode": {"before": "prepare_table"},
-    "after_prepare": {"before": "load[0]"},
-    "after_half_the_chunks": {"before": "load[3]"},
+    "after_prepare": {"before": "load#0"},
+    "after_half_the_chunks": {"before": "load#3"},
     "during_finalize": {"during": "finalize_table", "when_sql": PG_INDEXES_BACK},
 }
 
