@@ -11,6 +11,8 @@ import pytest
 from tests.unit.docs.conftest import EXAMPLES
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.py"))
+
+
 def _load(path: Path) -> dict[str, object]:
     name = f"bulkload_docs_example_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
