@@ -71,6 +71,8 @@ class PrepareTableOperator(_TableOperator):
     The table is claimed for the load (a durable row, released by finalize/restore): a second load
     of the same table waits up to ``claim_timeout`` seconds, then fails naming the holder.
 
+    Returns (XCom) ``{"load_id", "table", "resumed", "dropped", "kept", "decision"}``.
+
     :param table: ``schema.table`` (PostgreSQL) or ``db.table``/``table`` (MySQL).
     :param conn_id: a ``postgres`` or ``mysql`` connection.
     :param drop_indexes: ``True``/``False``/``"auto"`` (templated; strings in any case). Auto drops
@@ -91,7 +93,6 @@ class PrepareTableOperator(_TableOperator):
     :param load_id: the key of the saved state; default ``dag_id/table/logical date``.
     :param claim_timeout: seconds to wait for another load's claim on the table (default 0: fail
         at once, naming the holder).
-    :return: (XCom) ``{"load_id", "table", "resumed", "dropped", "kept", "decision"}``.
     """
 
     template_fields: Sequence[str] = (
@@ -180,14 +181,15 @@ class FinalizeTableOperator(_TableOperator):
     a sample of the duplicate keys (:class:`~airflow_bulkload.exceptions.DuplicateKeyError`); the
     saved state is kept, so a retry after removing the duplicates completes it.
 
+    Returns (XCom) ``{"load_id", "table", "status", "rebuilt", "seconds", ...}`` with the build
+    seconds per index/constraint/foreign key.
+
     :param parallelism: PostgreSQL index-build sessions; ``"auto"`` (default):
         ``advice.plan.DEFAULT_PARALLELISM`` (2), at most one per index. Templated: the pipeline
         passes the pre-flight plan's parallelism. ``maintenance_work_mem`` is per session.
     :param maintenance_work_mem: PostgreSQL memory per index build (ignored on MySQL).
     :param load_id: as given to :class:`PrepareTableOperator`.
     :param analyze: run ANALYZE (PostgreSQL) / ANALYZE TABLE (MySQL) at the end.
-    :return: (XCom) ``{"load_id", "table", "status", "rebuilt", "seconds", ...}`` with the build
-        seconds per index/constraint/foreign key.
     """
 
     template_fields: Sequence[str] = ("table", "parallelism", "maintenance_work_mem", "load_id")

@@ -11,13 +11,6 @@ import pytest
 from tests.unit.docs.conftest import EXAMPLES
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.py"))
-#: the pipeline factory lands on main separately; until then its examples are skipped, not failed.
-#: Once airflow_bulkload/pipeline.py exists on this branch they run strictly.
-PIPELINE_MISSING = importlib.util.find_spec("airflow_bulkload.pipeline") is None
-
-
-def _uses_pipeline(path: Path) -> bool:
-    return "airflow_bulkload.pipeline" in path.read_text()
 
 
 def _load(path: Path) -> dict[str, object]:
@@ -41,8 +34,6 @@ def test_there_are_examples() -> None:
 def test_example_builds_a_dag(path: Path) -> None:
     from airflow.sdk import DAG
 
-    if PIPELINE_MISSING and _uses_pipeline(path):
-        pytest.skip("airflow_bulkload.pipeline is not on this branch yet (bulk_load_table)")
     names = _load(path)
     dags = [v for v in names.values() if isinstance(v, DAG)]
     assert dags, f"{path.name} defines no DAG"
