@@ -180,6 +180,8 @@ def bulk_load_table(
             table=table,
             conn_id=conn_id,
             drop_indexes=_plan_value(preflight.task_id, "drop_indexes"),
+            manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
+            aws_conn_id=aws_conn_id,
             **timing,
         )
         load = LoadChunkOperator.partial(
@@ -195,20 +197,17 @@ def bulk_load_table(
             **timing,
         ).expand(chunk=stage.output)
         finalize = FinalizeTableOperator(
-            task_id="finalize_table", table=table, conn_id=conn_id, **timing
+            task_id="finalize_table",
+            table=table,
+            conn_id=conn_id,
+            parallelism=_plan_value(preflight.task_id, "parallelism"),
+            **timing,
         )
         checkpoint = CheckpointOperator(task_id="checkpoint", conn_id=conn_id, **timing)
         restore = RestoreTableOperator(task_id="restore_table", table=table, conn_id=conn_id)
 
-        stages = {
-            "stage": stage.task_id,
-            "preflight": preflight.task_id,
-            "prepare_table": prepare.task_id,
-            "load": load.task_id,
-            "finalize_table": finalize.task_id,
-            "checkpoint": checkpoint.task_id,
-        }
-        first_setup: Any = prepare
+        enter: EnterBulkModeOperator | None = None
+        exit_: ExitBulkModeOperator | None = None
         if bulk_mode != "off":
             bulk: dict[str, Any] = {
                 "table": table,
@@ -220,16 +219,18 @@ def bulk_load_table(
             }
             enter = EnterBulkModeOperator(task_id="enter_bulk_mode", **bulk, **timing)
             exit_ = ExitBulkModeOperator(task_id="exit_bulk_mode", **bulk)
-            stages = {
-                "stage": stages.pop("stage"),
-                "preflight": stages.pop("preflight"),
-                "enter_bulk_mode": enter.task_id,
-                **stages,
-            }
-            withdraw >> enter >> prepare
-            first_setup = enter
-        else:
-            withdraw >> prepare
+
+        # report name -> task, in pipeline order
+        stages = {
+            "stage": stage.task_id,
+            "preflight": preflight.task_id,
+            "withdraw_superseded": withdraw.task_id,
+            **({"enter_bulk_mode": enter.task_id} if enter else {}),
+            "prepare_table": prepare.task_id,
+            "load": load.task_id,
+            "finalize_table": finalize.task_id,
+            "checkpoint": checkpoint.task_id,
+        }
         report = LoadReportOperator(
             task_id="report",
             table=table,
@@ -237,16 +238,18 @@ def bulk_load_table(
             stage_task_ids=stages,
             outlets=list(outlets or []),
         )
+        withdraw >> (enter or prepare)
+        if enter:
+            enter >> prepare
         prepare >> load >> finalize >> checkpoint >> report
+        # Both teardowns run whatever failed, even a setup that failed half-way (prepare after
+        # dropping some indexes, enter after changing some settings): the default teardown rule
+        # would skip them when their setup failed.
         restore.as_teardown(setups=prepare)
-        checkpoint >> restore
-        if bulk_mode != "off":
-            exit_.as_teardown(setups=enter)
-            restore >> exit_
-            # Exit must run even when enter failed half-way (it restores what enter changed),
-            # which the default teardown rule (a setup must have succeeded) would skip.
-            exit_.trigger_rule = "all_done"  # type: ignore[assignment]
-        # So does restore when prepare failed half-way (indexes dropped, then an error).
         restore.trigger_rule = "all_done"  # type: ignore[assignment]
-        del first_setup
+        checkpoint >> restore
+        if enter and exit_:
+            exit_.as_teardown(setups=enter)
+            exit_.trigger_rule = "all_done"  # type: ignore[assignment]
+            restore >> exit_
     return group

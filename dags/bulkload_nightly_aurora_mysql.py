@@ -11,7 +11,7 @@ then streams each chunk into ``LOAD DATA LOCAL INFILE``.
 
 Environment variables (defaults in brackets): ``BULKLOAD_EXAMPLE_MYSQL_CONN`` [bulkload_mysql],
 ``BULKLOAD_EXAMPLE_MYSQL_METHOD`` [aurora_s3], ``BULKLOAD_EXAMPLE_INPUT`` [s3://bulkload-input],
-``BULKLOAD_EXAMPLE_STAGING`` [s3://bulkload-staging], ``BULKLOAD_EXAMPLE_CHUNK_SIZE`` [256MB], ``BULKLOAD_EXAMPLE_RDS_INSTANCE`` [none],
+``BULKLOAD_EXAMPLE_STAGING`` [s3://bulkload-staging], ``BULKLOAD_EXAMPLE_CHUNK_SIZE`` [256MB], ``BULKLOAD_EXAMPLE_PARALLELISM`` [auto], ``BULKLOAD_EXAMPLE_RDS_INSTANCE`` [none],
 ``BULKLOAD_EXAMPLE_MYSQL_TABLE`` [orders].
 """
 
@@ -30,6 +30,7 @@ INPUT = os.environ.get("BULKLOAD_EXAMPLE_INPUT", "s3://bulkload-input").rstrip("
 STAGING = os.environ.get("BULKLOAD_EXAMPLE_STAGING", "s3://bulkload-staging").rstrip("/")
 RDS_INSTANCE = os.environ.get("BULKLOAD_EXAMPLE_RDS_INSTANCE") or None
 CHUNK_SIZE = os.environ.get("BULKLOAD_EXAMPLE_CHUNK_SIZE", "256MB")
+PARALLELISM = os.environ.get("BULKLOAD_EXAMPLE_PARALLELISM", "auto")
 TABLE = os.environ.get("BULKLOAD_EXAMPLE_MYSQL_TABLE", "orders")
 
 with DAG(
@@ -38,7 +39,8 @@ with DAG(
     schedule="@daily",
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=2,
+    # one run at a time per table: a backfill's dates load one after another
+    max_active_runs=1,
     user_defined_macros={"input_root": INPUT},
     tags=["bulkload", "mysql", "aurora"],
     params={
@@ -57,6 +59,7 @@ with DAG(
         staging=STAGING,
         file_format={"format": "csv", "header": True},
         chunk_size=CHUNK_SIZE,
+        parallelism=int(PARALLELISM) if PARALLELISM.isdigit() else "auto",
         method=METHOD,
         rds_instance=RDS_INSTANCE,
         outlets=[Asset(f"bulkload://mysql/{TABLE}")],

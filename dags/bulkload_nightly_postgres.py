@@ -7,7 +7,7 @@ the value is validated here and never reaches SQL.
 
 Configure with environment variables (defaults in brackets):
 ``BULKLOAD_EXAMPLE_PG_CONN`` [bulkload_postgres], ``BULKLOAD_EXAMPLE_INPUT`` [s3://bulkload-input],
-``BULKLOAD_EXAMPLE_STAGING`` [s3://bulkload-staging], ``BULKLOAD_EXAMPLE_CHUNK_SIZE`` [256MB], ``BULKLOAD_EXAMPLE_RDS_INSTANCE`` [none:
+``BULKLOAD_EXAMPLE_STAGING`` [s3://bulkload-staging], ``BULKLOAD_EXAMPLE_CHUNK_SIZE`` [256MB], ``BULKLOAD_EXAMPLE_PARALLELISM`` [auto], ``BULKLOAD_EXAMPLE_RDS_INSTANCE`` [none:
 a self-managed server], ``BULKLOAD_EXAMPLE_PG_TABLE`` [public.events].
 """
 
@@ -25,6 +25,7 @@ INPUT = os.environ.get("BULKLOAD_EXAMPLE_INPUT", "s3://bulkload-input").rstrip("
 STAGING = os.environ.get("BULKLOAD_EXAMPLE_STAGING", "s3://bulkload-staging").rstrip("/")
 RDS_INSTANCE = os.environ.get("BULKLOAD_EXAMPLE_RDS_INSTANCE") or None
 CHUNK_SIZE = os.environ.get("BULKLOAD_EXAMPLE_CHUNK_SIZE", "256MB")
+PARALLELISM = os.environ.get("BULKLOAD_EXAMPLE_PARALLELISM", "auto")
 TABLE = os.environ.get("BULKLOAD_EXAMPLE_PG_TABLE", "public.events")
 
 with DAG(
@@ -33,7 +34,8 @@ with DAG(
     schedule="@daily",
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
-    max_active_runs=2,
+    # one run at a time per table: a backfill's dates load one after another
+    max_active_runs=1,
     user_defined_macros={"input_root": INPUT},
     tags=["bulkload", "postgres"],
     params={
@@ -53,6 +55,7 @@ with DAG(
         staging=STAGING,
         file_format={"format": "csv", "header": True},
         chunk_size=CHUNK_SIZE,
+        parallelism=int(PARALLELISM) if PARALLELISM.isdigit() else "auto",
         rds_instance=RDS_INSTANCE,
         outlets=[Asset(f"bulkload://postgres/{TABLE}")],
     )
