@@ -10,6 +10,7 @@ What it does, all on this machine:
   5. a summary: rows loaded, time per stage, rows/s, and whether the table's indexes, its
      autovacuum setting and the server's settings are back as they were.
 
+BULKLOAD_DEMO_CHUNK_SIZE sets the staged chunk size (default 32MB, several chunks).
 Point it at your own server with BULKLOAD_DEMO_PG_HOST / _PORT / _USER / _PASSWORD (the user must
 be allowed CREATE DATABASE, ALTER SYSTEM and CHECKPOINT). BULKLOAD_DEMO_KEEP=1 keeps the database.
 """
@@ -17,6 +18,7 @@ be allowed CREATE DATABASE, ALTER SYSTEM and CHECKPOINT). BULKLOAD_DEMO_KEEP=1 k
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -76,7 +78,7 @@ def snapshot(conn: Any) -> dict[str, Any]:
         "SELECT reloptions FROM pg_class WHERE oid = 'public.events'::regclass"
     ).fetchone()
     settings = {
-        name: conn.execute("SELECT setting FROM pg_settings WHERE name = %s", (name,)).fetchone()[0]
+        name: conn.execute("SELECT current_setting(%s)", (name,)).fetchone()[0]
         for name in BULK_SETTINGS
     }
     return {"indexes": indexes, "reloptions": reloptions[0], "settings": settings}
@@ -93,6 +95,7 @@ def main() -> int:
     from psycopg import sql
 
     from benchmarks.datasets import WIDE, generate
+    from benchmarks.summary import parse_report_line
     from tests.harness import free_port
 
     rows = int(env("BULKLOAD_DEMO_ROWS", "2000000"))
@@ -101,6 +104,7 @@ def main() -> int:
     home.mkdir()
     port = free_port()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's access log
     moto.start()
     endpoint = f"http://127.0.0.1:{port}"
     conn_id = "bulkload_demo_pg"
@@ -131,6 +135,9 @@ def main() -> int:
         "BULKLOAD_EXAMPLE_INPUT": f"s3://{INPUT_BUCKET}",
         "BULKLOAD_EXAMPLE_STAGING": f"s3://{STAGING_BUCKET}",
         "BULKLOAD_EXAMPLE_PG_TABLE": TABLE,
+        # several chunks, so the load runs in parallel here too (pre-flight notes that they are
+        # below the 100 MB it recommends on a real server)
+        "BULKLOAD_EXAMPLE_CHUNK_SIZE": env("BULKLOAD_DEMO_CHUNK_SIZE", "32MB"),
     }
     os.environ.update(
         {
@@ -215,14 +222,7 @@ def main() -> int:
                 )
             ).fetchone()
             after = snapshot(conn)
-        report = next(
-            (
-                json.loads(line.split("BULKLOAD_REPORT ", 1)[1])
-                for line in output.splitlines()
-                if "BULKLOAD_REPORT " in line
-            ),
-            {},
-        )
+        report = parse_report_line(output) or {}
         print_summary(rows, wall, expected, loaded, before, after, report)
         ok = tuple(map(int, expected)) == tuple(map(int, loaded)) and before == after
         return 0 if ok else 1

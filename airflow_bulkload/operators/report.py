@@ -27,6 +27,8 @@ def record_end(context: Context, result: Any = None) -> None:
 def _as_list(value: Any) -> list[Any]:
     if value is None:
         return []
+    if isinstance(value, (str, Mapping)):  # one task's value, not a sequence of them
+        return [value]
     if isinstance(value, (list, tuple)):
         return list(value)
     try:  # a mapped task's pull is a lazy sequence
@@ -129,16 +131,17 @@ class LoadReportOperator(BaseOperator):
         ti = context["ti"]
         results = [
             r
-            for r in _as_list(ti.xcom_pull(task_ids=self.load_task_id, map_indexes=None))
+            # no map_indexes: every map index's value (one value when there is one)
+            for r in _as_list(ti.xcom_pull(task_ids=self.load_task_id))
             if isinstance(r, Mapping)
         ]
         stages: dict[str, float | None] = {}
         for name, task_id in self.stage_task_ids.items():
-            starts = _as_list(ti.xcom_pull(task_ids=task_id, key=STARTED_AT_KEY, map_indexes=None))
-            ends = _as_list(ti.xcom_pull(task_ids=task_id, key=ENDED_AT_KEY, map_indexes=None))
+            starts = _as_list(ti.xcom_pull(task_ids=task_id, key=STARTED_AT_KEY))
+            ends = _as_list(ti.xcom_pull(task_ids=task_id, key=ENDED_AT_KEY))
             stages[name] = stage_seconds(starts, ends)
         summary = summarize(self.table, results, stages)
         self.log.info("load report\n%s", markdown_report(summary, results))
         # one machine-readable line, for scripts that read the task log
-        self.log.info("BULKLOAD_REPORT %s", json.dumps(summary, sort_keys=True))
+        self.log.info("BULKLOAD_REPORT %s", json.dumps(summary))  # stages in pipeline order
         return summary

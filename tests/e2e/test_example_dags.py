@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.summary import parse_report_line
 from tests.e2e.example_load import ExampleLoad
 
 DS = "2026-11-21"
@@ -22,6 +23,11 @@ def test_example_dag_loads_the_input_once_and_leaves_the_table_as_it_was(
     first = example.run(DS)
     assert first.succeeded, first.tail()
     example.assert_loaded_once(before)
+    report = parse_report_line(first.output)
+    assert report is not None
+    assert (report["rows"], report["chunks_skipped"]) == (example.rows, 0)
+    assert report["chunks_loaded"] == len(example.ledger())
+    assert report["stage_seconds"]["load"] is not None
 
     again = example.run(DS)  # a re-run of the same date: every chunk is already in the ledger
     assert again.succeeded, again.tail()
