@@ -19,16 +19,20 @@ leaves bulk mode.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import Asset, TaskGroup
+from airflow.sdk import Asset, Context, TaskGroup
 from airflow.sdk.definitions.taskgroup import TaskGroup as _TaskGroup
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
 from airflow_bulkload.hooks.bulk_load import LOAD_METHODS
-from airflow_bulkload.operators.bulk_mode import EnterBulkModeOperator, ExitBulkModeOperator
+from airflow_bulkload.operators.bulk_mode import (
+    EnterBulkModeOperator,
+    ExitBulkModeOperator,
+    RenewBulkModeLease,
+)
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
 from airflow_bulkload.operators.preflight import PreflightCheckOperator
 from airflow_bulkload.operators.report import LoadReportOperator, record_end, record_start
@@ -48,6 +52,18 @@ BULK_MODES = (AUTO, "off")
 def default_group_id(table: str) -> str:
     """``load_<table>`` with every character Airflow does not allow in ids replaced."""
     return "load_" + re.sub(r"[^A-Za-z0-9_-]", "_", table).strip("_")
+
+
+def _then(
+    first: Callable[[Context], None], second: Callable[[Context], None]
+) -> Callable[..., None]:
+    """One ``pre_execute`` hook that runs two."""
+
+    def both(context: Context) -> None:
+        first(context)
+        second(context)
+
+    return both
 
 
 def _plan_value(preflight_task_id: str, key: str) -> str:
@@ -132,6 +148,17 @@ def bulk_load_table(
         raise ValueError(f"drop_indexes must be 'auto', True or False, got {drop_indexes!r}")
 
     timing: dict[str, Any] = {"pre_execute": record_start, "post_execute": record_end}
+    bulk_target: dict[str, Any] = {
+        "table": table,
+        "conn_id": None if rds_instance else conn_id,
+        "db_instance_identifier": rds_instance,
+        "aws_conn_id": aws_conn_id,
+    }
+    load_timing = timing
+    if bulk_mode != "off":
+        # every chunk load renews the run's bulk-mode lease, so a long load never outlives it
+        renew = RenewBulkModeLease(**bulk_target)
+        load_timing = timing | {"pre_execute": _then(renew, record_start)}
     with _TaskGroup(group_id or default_group_id(table)) as group:
         stage = StageToS3Operator(
             task_id="stage",
@@ -194,7 +221,7 @@ def bulk_load_table(
             retries=load_retries,
             retry_delay=load_retry_delay,
             max_active_tis_per_dagrun=parallelism if isinstance(parallelism, int) else None,
-            **timing,
+            **load_timing,
         ).expand(chunk=stage.output)
         finalize = FinalizeTableOperator(
             task_id="finalize_table",
@@ -209,11 +236,7 @@ def bulk_load_table(
         enter: EnterBulkModeOperator | None = None
         exit_: ExitBulkModeOperator | None = None
         if bulk_mode != "off":
-            bulk: dict[str, Any] = {
-                "table": table,
-                "conn_id": None if rds_instance else conn_id,
-                "db_instance_identifier": rds_instance,
-                "aws_conn_id": aws_conn_id,
+            bulk: dict[str, Any] = bulk_target | {
                 "settings": bulk_mode if isinstance(bulk_mode, dict) else None,
                 "reboot_policy": reboot_policy,
             }

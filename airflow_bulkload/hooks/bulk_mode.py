@@ -43,6 +43,13 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TTL = timedelta(hours=6)
 
+#: Where a self-managed server's bulk-mode leases and saved settings live. The settings are
+#: server-wide, so their state must be too: one place per server, whichever database a load
+#: targets (else two databases' loads would save each other's bulk values as "originals").
+#: PostgreSQL: the maintenance database; MySQL: a ``bulkload`` database, created on first use.
+#: A connection extra ``bulkload_bulk_mode_database`` names another.
+DEFAULT_BULK_MODE_DATABASE = {"postgres": "postgres", "mysql": "bulkload"}
+
 
 class SelfManagedBulkModeBackend:
     """Bulk mode on a PostgreSQL or MySQL server we reach through an Airflow connection."""
@@ -68,16 +75,29 @@ class SelfManagedBulkModeBackend:
         raise ValueError(f"bulk mode needs a postgres or mysql connection, got {conn_type!r}")
 
     @cached_property
+    def state_database(self) -> str:
+        """The database holding this server's bulk-mode state (see DEFAULT_BULK_MODE_DATABASE)."""
+        extra = BaseHook.get_connection(self.conn_id).extra_dejson
+        return str(
+            extra.get("bulkload_bulk_mode_database") or DEFAULT_BULK_MODE_DATABASE[self.engine]
+        )
+
+    @cached_property
     def sql(self) -> Dialect:
+        if self.engine == "mysql":
+            return dialect_for(self.engine, state_schema=self.state_database)
         return dialect_for(self.engine)
 
     def connect(self) -> Any:
         """An autocommit connection: ALTER SYSTEM cannot run in a transaction, and each state
-        change must be durable before the next server change."""
+        change must be durable before the next server change. PostgreSQL connects to the state
+        database itself (its schema ``bulkload`` and advisory locks are per database)."""
         if self.engine == "postgres":
             from airflow.providers.postgres.hooks.postgres import PostgresHook
 
-            conn: Any = PostgresHook(postgres_conn_id=self.conn_id).get_conn()
+            conn: Any = PostgresHook(
+                postgres_conn_id=self.conn_id, database=self.state_database
+            ).get_conn()
             conn.autocommit = True
             return conn
         from airflow.providers.mysql.hooks.mysql import MySqlHook

@@ -15,6 +15,7 @@ date), so a re-run of the same DAG run re-claims its own lease.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -30,6 +31,8 @@ from airflow_bulkload.exceptions import BulkModeStateError
 from airflow_bulkload.hooks.bulk_mode import DEFAULT_LEASE_TTL, BulkModeHook
 from airflow_bulkload.hooks.rds_bulk_mode import WaitSpec
 from airflow_bulkload.triggers.bulk_mode import RdsParameterGroupInSyncTrigger
+
+log = logging.getLogger(__name__)
 
 
 class _BulkModeOperator(BaseOperator):
@@ -99,8 +102,7 @@ class _BulkModeOperator(BaseOperator):
         )
 
     def lease_key(self, context: Context) -> LeaseKey:
-        when = context.get("logical_date") or context["run_id"]
-        return LeaseKey.of(context["dag"].dag_id, self.table, when)
+        return lease_key_of(context, self.table)
 
     def _summary(self, key: LeaseKey, spec: WaitSpec | None) -> dict[str, Any]:
         return {
@@ -208,3 +210,54 @@ class ExitBulkModeOperator(_BulkModeOperator):
         self.log.info("leaving bulk mode for %s (lease %s)", key.describe(), key.token)
         spec = hook.exit(key)
         return self._wait(context, spec, key)
+
+
+def lease_key_of(context: Context, table: str) -> LeaseKey:
+    """The lease a run's bulk mode holds for ``table``: (dag id, table, logical date or run id)."""
+    when = context.get("logical_date") or context["run_id"]
+    return LeaseKey.of(context["dag"].dag_id, table, when)
+
+
+class RenewBulkModeLease:
+    """A ``pre_execute`` callable that renews the run's bulk-mode lease as a task starts.
+
+    A lease expires so that a crashed run's settings are restored by the next run; a load that
+    outlives the TTL must not lose its own lease meanwhile. The pipeline hangs this on every chunk
+    load, so a lease lives as long as chunks keep starting. A failed renewal is logged, never
+    fatal: the load itself does not depend on bulk mode.
+
+    Takes the arguments of :class:`EnterBulkModeOperator` that name the target.
+    """
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        conn_id: str | None = None,
+        db_instance_identifier: str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        ttl: timedelta = DEFAULT_LEASE_TTL,
+    ) -> None:
+        self.table = table
+        self.conn_id = conn_id
+        self.db_instance_identifier = db_instance_identifier
+        self.aws_conn_id = aws_conn_id
+        self.ttl = ttl
+
+    def __call__(self, context: Context) -> None:
+        key = lease_key_of(context, self.table)
+        try:
+            renewed = BulkModeHook(
+                conn_id=self.conn_id,
+                db_instance_identifier=self.db_instance_identifier,
+                aws_conn_id=self.aws_conn_id,
+            ).renew(key, self.ttl)
+        except Exception:
+            log.warning("could not renew the bulk-mode lease of %s", key.describe(), exc_info=True)
+            return
+        if not renewed:
+            log.warning(
+                "bulk mode lease of %s is gone (expired and restored by another run?): this load "
+                "continues with the server's normal settings",
+                key.describe(),
+            )

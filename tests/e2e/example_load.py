@@ -22,7 +22,7 @@ from typing import Any
 
 from airflow_bulkload.staging.manifest import ChunkSpec
 from benchmarks.datasets import WIDE, generate
-from tests.harness import REPO_ROOT, MotoServer, TestDatabase
+from tests.harness import REPO_ROOT, MotoServer, TestDatabase, _pg_admin
 
 DAG_IDS = {"postgres": "bulkload_nightly_postgres", "mysql": "bulkload_nightly_aurora_mysql"}
 #: where each example DAG looks for a day's input: s3://<input bucket>/<folder>/<ds>/
@@ -258,9 +258,24 @@ class ExampleLoad:
         )
 
     def leases(self) -> list[tuple[Any, ...]]:
+        """This load's bulk-mode leases, in the server-wide state (hooks/bulk_mode.py)."""
+        holder = f"{self.dag_id}/{self.table}/%"
         if self.engine == "postgres":
-            return self.query("SELECT token, holder FROM bulkload.bulk_mode_leases")
-        return self.query("SELECT token, holder FROM bulkload_bulk_mode_leases")
+            # the harness's admin connection is to the maintenance database, where the state is
+            with closing(_pg_admin(self.db.server)) as conn:
+                if conn.execute("SELECT to_regclass('bulkload.bulk_mode_leases')").fetchone()[0]:
+                    return list(
+                        conn.execute(
+                            "SELECT token, holder FROM bulkload.bulk_mode_leases"
+                            " WHERE holder LIKE %s",
+                            (holder,),
+                        ).fetchall()
+                    )
+                return []
+        return self.query(
+            "SELECT token, holder FROM bulkload.bulkload_bulk_mode_leases WHERE holder LIKE %s",
+            (holder,),
+        )
 
     def assert_loaded_once(self, before: dict[str, Any]) -> None:
         """Rows and checksum equal the inputs, the table and the server are as before, every

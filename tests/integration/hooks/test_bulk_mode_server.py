@@ -24,7 +24,7 @@ from airflow_bulkload.bulk_mode_policy import (
 )
 from airflow_bulkload.exceptions import BulkModeRefusedError
 from airflow_bulkload.hooks.bulk_mode import BulkModeHook
-from tests.harness import REPO_ROOT, TestDatabase
+from tests.harness import REPO_ROOT, TestDatabase, fresh_database
 
 PG_BULK_SHOWN = {
     "maintenance_work_mem": "1GB",
@@ -138,6 +138,25 @@ def test_two_overlapping_leases_restore_only_when_the_last_goes(
     hook.exit(nightly)
     assert _wait_shown(db, _bulk_shown(db)) == _bulk_shown(db), "first exit must leave bulk values"
     hook.exit(backfill)
+    assert _wait_shown(db, before) == before
+
+
+def test_loads_into_two_databases_of_one_server_share_one_set_of_leases(
+    restore_globals: TestDatabase,
+) -> None:
+    """Server settings are server-wide: a load into another database must neither restore them
+    under this one nor save this one's bulk values as its "originals"."""
+    db = restore_globals
+    before = {n: _show(db, n) for n in _names(db)}
+    with fresh_database(db.engine, db.server) as other:
+        here, there = BulkModeHook(conn_id=db.conn_id), BulkModeHook(conn_id=other.conn_id)
+        first = LeaseKey.of("nightly", "events", "2024-01-02")
+        second = LeaseKey.of("nightly", "orders", "2024-01-02")
+        here.enter(first)
+        there.enter(second)
+        here.exit(first)
+        assert _wait_shown(db, _bulk_shown(db)) == _bulk_shown(db), "the other load still runs"
+        there.exit(second)
     assert _wait_shown(db, before) == before
 
 

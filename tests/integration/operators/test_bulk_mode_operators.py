@@ -6,6 +6,7 @@ RDS runs against the moto server (the trigger's aiobotocore client reaches it th
 
 from __future__ import annotations
 
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -107,3 +108,30 @@ def test_teardown_restores_a_server_when_the_load_fails(
     assert states["load"] == "failed" and states["exit_bulk_mode"] == "success", states
     assert seen == _bulk_shown(db)
     assert _wait_shown(db, before) == before
+
+
+def test_a_chunk_load_renews_its_runs_lease(restore_globals: TestDatabase) -> None:  # noqa: F811
+    """The pipeline's load tasks renew the run's lease as they start (RenewBulkModeLease)."""
+    from types import SimpleNamespace
+
+    from airflow_bulkload.bulk_mode_policy import LeaseKey
+    from airflow_bulkload.hooks.bulk_mode import BulkModeHook
+    from airflow_bulkload.operators.bulk_mode import RenewBulkModeLease
+
+    db = restore_globals
+    context: Any = {"dag": SimpleNamespace(dag_id="nightly"), "logical_date": None, "run_id": "r1"}
+    hook = BulkModeHook(conn_id=db.conn_id)
+    key = LeaseKey.of("nightly", "public.events", "r1")
+    renew = RenewBulkModeLease(table="public.events", conn_id=db.conn_id)
+
+    renew(context)  # holds no lease yet: logged, not raised
+    hook.enter(key, ttl=60)
+    backend = hook.server
+    with closing(backend.connect()) as conn:
+        expires_before = {t: e for t, _, e in backend.sql.bulk_mode_leases(conn)}[key.token]
+    renew(context)
+    with closing(backend.connect()) as conn:
+        expires_after = {t: e for t, _, e in backend.sql.bulk_mode_leases(conn)}[key.token]
+    hook.exit(key)
+
+    assert expires_after > expires_before + 3000  # the default TTL (hours), not the 60 s given
