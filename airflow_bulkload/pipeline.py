@@ -227,7 +227,7 @@ def bulk_load_table(
             task_id="finalize_table",
             table=table,
             conn_id=conn_id,
-            parallelism=_plan_value(preflight.task_id, "parallelism"),
+            parallelism=_plan_value(preflight.task_id, "index_build_parallelism"),
             **timing,
         )
         checkpoint = CheckpointOperator(task_id="checkpoint", conn_id=conn_id, **timing)

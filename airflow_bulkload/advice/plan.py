@@ -149,4 +149,5 @@ def recommend_plan(inputs: PreflightInputs) -> LoadPlan:
         sort=sort,
         chunk_size=chunk_size,
         rationale=rationale,
+        index_build_parallelism=vcpus or DEFAULT_PARALLELISM,
     )
