@@ -69,14 +69,18 @@ class ParameterInfo:
 @dataclass
 class WaitSpec:
     """What to wait for after a change: the instance ``available`` with ``parameter_group``
-    ``in-sync``. ``reboot_allowed``: reboot when the group reports ``pending-reboot``."""
+    ``in-sync`` and/or (Aurora cluster-level parameters) every member of the cluster reporting
+    ``cluster_parameter_group`` ``in-sync``. ``reboot_allowed``: reboot what reports
+    ``pending-reboot``."""
 
-    db_instance_identifier: str
-    parameter_group: str
+    db_instance_identifier: str | None
+    parameter_group: str | None
     purpose: str  # "enter" | "exit"
     reboot_allowed: bool = False
     rebooted: bool = False
     cleanup_group: str | None = None  # delete once unused (the swap's bulk copy, on exit)
+    db_cluster_identifier: str | None = None
+    cluster_parameter_group: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -84,6 +88,44 @@ class WaitSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> WaitSpec:
         return cls(**data)
+
+    @property
+    def target(self) -> str:
+        """The instance and/or cluster, for messages."""
+        parts = []
+        if self.db_instance_identifier:
+            parts.append(self.db_instance_identifier)
+        if self.db_cluster_identifier:
+            parts.append(f"cluster {self.db_cluster_identifier}")
+        return " and ".join(parts) or "-"
+
+    @property
+    def groups(self) -> str:
+        """The parameter group(s) waited for, for messages."""
+        parts = []
+        if self.parameter_group:
+            parts.append(self.parameter_group)
+        if self.cluster_parameter_group:
+            parts.append(f"{self.cluster_parameter_group} (cluster)")
+        return " and ".join(parts) or "-"
+
+    @property
+    def needs_instance(self) -> bool:
+        return bool(self.db_instance_identifier and self.parameter_group)
+
+    @property
+    def needs_cluster(self) -> bool:
+        return bool(self.db_cluster_identifier and self.cluster_parameter_group)
+
+
+def merge_specs(instance: WaitSpec | None, cluster: WaitSpec | None) -> WaitSpec | None:
+    """One wait for both parts (instance group, cluster group); ``None`` when neither changed."""
+    if instance is None or cluster is None:
+        return instance or cluster
+    instance.db_cluster_identifier = cluster.db_cluster_identifier
+    instance.cluster_parameter_group = cluster.cluster_parameter_group
+    instance.reboot_allowed = instance.reboot_allowed or cluster.reboot_allowed
+    return instance
 
 
 def evaluate_instance(instance: dict[str, Any], parameter_group: str) -> str:
@@ -103,6 +145,37 @@ def evaluate_instance(instance: dict[str, Any], parameter_group: str) -> str:
     if status == "pending-reboot":
         return "pending-reboot"
     return "wait"
+
+
+def evaluate_cluster(cluster: dict[str, Any], cluster_parameter_group: str) -> str:
+    """``ready`` (cluster available, uses the group, every member reports it ``in-sync``),
+    ``pending-reboot`` (some member waits for a reboot), or ``wait``. Pure, like
+    :func:`evaluate_instance`."""
+    if cluster.get("Status") != "available":
+        return "wait"
+    if cluster.get("DBClusterParameterGroup") != cluster_parameter_group:
+        return "wait"
+    statuses = [m.get("DBClusterParameterGroupStatus") for m in cluster.get("DBClusterMembers") or []]
+    if "pending-reboot" in statuses:
+        return "pending-reboot"
+    if all(s == "in-sync" for s in statuses):
+        return "ready"
+    return "wait"
+
+
+def combine_status(*statuses: str) -> str:
+    """Both parts of a wait: ``pending-reboot`` if either needs a reboot, ``ready`` if both are."""
+    if "pending-reboot" in statuses:
+        return "pending-reboot"
+    return "ready" if all(s == "ready" for s in statuses) else "wait"
+
+
+def cluster_members_pending_reboot(cluster: dict[str, Any]) -> list[str]:
+    return [
+        str(m["DBInstanceIdentifier"])
+        for m in cluster.get("DBClusterMembers") or []
+        if m.get("DBClusterParameterGroupStatus") == "pending-reboot"
+    ]
 
 
 @dataclass
@@ -138,6 +211,77 @@ def _parse_leases(tags: dict[str, str]) -> list[Lease]:
 def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+class GroupApi:
+    """The calls for one kind of parameter group: DB parameter groups, or (``cluster=True``) DB
+    cluster parameter groups. Both carry the same bulk-mode tags."""
+
+    def __init__(self, client: Any, *, cluster: bool) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.kind = "DB cluster parameter group" if cluster else "parameter group"
+
+    def describe(self, name: str) -> dict[str, Any] | None:
+        try:
+            if self.cluster:
+                found = self.client.describe_db_cluster_parameter_groups(
+                    DBClusterParameterGroupName=name
+                )["DBClusterParameterGroups"]
+            else:
+                found = self.client.describe_db_parameter_groups(DBParameterGroupName=name)[
+                    "DBParameterGroups"
+                ]
+        except self.client.exceptions.DBParameterGroupNotFoundFault:
+            return None
+        return dict(found[0]) if found else None
+
+    def arn(self, name: str) -> str:
+        found = self.describe(name)
+        if found is None:
+            raise BulkModeStateError(f"{self.kind} {name} not found")
+        key = "DBClusterParameterGroupArn" if self.cluster else "DBParameterGroupArn"
+        return str(found[key])
+
+    def parameters(self, name: str) -> dict[str, ParameterInfo]:
+        found: dict[str, ParameterInfo] = {}
+        if self.cluster:
+            pages = self.client.get_paginator("describe_db_cluster_parameters").paginate(
+                DBClusterParameterGroupName=name
+            )
+        else:
+            pages = self.client.get_paginator("describe_db_parameters").paginate(
+                DBParameterGroupName=name
+            )
+        for page in pages:
+            for p in page.get("Parameters", []):
+                pname = p["ParameterName"]
+                found[pname] = ParameterInfo(
+                    name=pname,
+                    # only a user-set value needs putting back; a reset restores the rest
+                    value=p.get("ParameterValue") if p.get("Source") == "user" else None,
+                    apply_type=str(p.get("ApplyType", "dynamic")),
+                    modifiable=bool(p.get("IsModifiable", True)),
+                )
+        return found
+
+    def modify(self, name: str, batch: list[dict[str, str]]) -> None:
+        if self.cluster:
+            self.client.modify_db_cluster_parameter_group(
+                DBClusterParameterGroupName=name, Parameters=batch
+            )
+        else:
+            self.client.modify_db_parameter_group(DBParameterGroupName=name, Parameters=batch)
+
+    def reset(self, name: str, batch: list[dict[str, str]]) -> None:
+        if self.cluster:
+            self.client.reset_db_cluster_parameter_group(
+                DBClusterParameterGroupName=name, ResetAllParameters=False, Parameters=batch
+            )
+        else:
+            self.client.reset_db_parameter_group(
+                DBParameterGroupName=name, ResetAllParameters=False, Parameters=batch
+            )
 
 
 class RdsBulkModeBackend:
@@ -180,6 +324,14 @@ class RdsBulkModeBackend:
 
         return RdsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn
 
+    @cached_property
+    def db_groups(self) -> GroupApi:
+        return GroupApi(self.client, cluster=False)
+
+    @cached_property
+    def cluster_groups(self) -> GroupApi:
+        return GroupApi(self.client, cluster=True)
+
     @property
     def bulk_group_name(self) -> str:
         return f"bulkload-{self.db_instance_identifier}"
@@ -199,34 +351,17 @@ class RdsBulkModeBackend:
         return groups[0]["DBParameterGroupName"], groups[0].get("ParameterApplyStatus", "")
 
     def group_exists(self, name: str) -> bool:
-        try:
-            found = self.client.describe_db_parameter_groups(DBParameterGroupName=name)
-        except self.client.exceptions.DBParameterGroupNotFoundFault:
-            return False
-        return bool(found.get("DBParameterGroups"))
+        return self.db_groups.describe(name) is not None
 
-    def group_arn(self, name: str) -> str:
-        found = self.client.describe_db_parameter_groups(DBParameterGroupName=name)
-        return str(found["DBParameterGroups"][0]["DBParameterGroupArn"])
+    def group_arn(self, name: str, api: GroupApi | None = None) -> str:
+        return (api or self.db_groups).arn(name)
 
-    def tags(self, group: str) -> dict[str, str]:
-        found = self.client.list_tags_for_resource(ResourceName=self.group_arn(group))
+    def tags(self, group: str, api: GroupApi | None = None) -> dict[str, str]:
+        found = self.client.list_tags_for_resource(ResourceName=self.group_arn(group, api))
         return {t["Key"]: t["Value"] for t in found.get("TagList", [])}
 
-    def parameters(self, group: str) -> dict[str, ParameterInfo]:
-        found: dict[str, ParameterInfo] = {}
-        paginator = self.client.get_paginator("describe_db_parameters")
-        for page in paginator.paginate(DBParameterGroupName=group):
-            for p in page.get("Parameters", []):
-                name = p["ParameterName"]
-                found[name] = ParameterInfo(
-                    name=name,
-                    # only a user-set value needs putting back; a reset restores the rest
-                    value=p.get("ParameterValue") if p.get("Source") == "user" else None,
-                    apply_type=str(p.get("ApplyType", "dynamic")),
-                    modifiable=bool(p.get("IsModifiable", True)),
-                )
-        return found
+    def parameters(self, group: str, api: GroupApi | None = None) -> dict[str, ParameterInfo]:
+        return (api or self.db_groups).parameters(group)
 
     def instances_using(self, group: str) -> list[str]:
         users = []
@@ -247,22 +382,30 @@ class RdsBulkModeBackend:
         return RdsBulkState(group, tags, tags.get(MODE_TAG), False, _parse_leases(tags))
 
     # -- writes -----------------------------------------------------------------------------------
-    def _add_tags(self, group: str, tags: dict[str, str]) -> None:
+    def _add_tags(self, group: str, tags: dict[str, str], api: GroupApi | None = None) -> None:
         if tags:
             self.client.add_tags_to_resource(
-                ResourceName=self.group_arn(group),
+                ResourceName=self.group_arn(group, api),
                 Tags=[{"Key": k, "Value": v} for k, v in tags.items()],
             )
 
-    def _remove_tags(self, group: str, keys: list[str]) -> None:
+    def _remove_tags(self, group: str, keys: list[str], api: GroupApi | None = None) -> None:
         if keys:
-            self.client.remove_tags_from_resource(ResourceName=self.group_arn(group), TagKeys=keys)
+            self.client.remove_tags_from_resource(
+                ResourceName=self.group_arn(group, api), TagKeys=keys
+            )
 
     def _lease_tag(self, key: LeaseKey, ttl: float) -> dict[str, str]:
         expires = int(self.clock() + ttl) + 1
         return {LEASE_TAG + key.token: f"{expires} {tag_safe(key.describe())}"}
 
-    def _modify(self, group: str, values: dict[str, str], info: dict[str, ParameterInfo]) -> None:
+    def _modify(
+        self,
+        group: str,
+        values: dict[str, str],
+        info: dict[str, ParameterInfo],
+        api: GroupApi | None = None,
+    ) -> None:
         params = [
             {
                 "ParameterName": name,
@@ -272,9 +415,15 @@ class RdsBulkModeBackend:
             for name, value in values.items()
         ]
         for batch in _chunks(params, MAX_PARAMETERS_PER_CALL):
-            self.client.modify_db_parameter_group(DBParameterGroupName=group, Parameters=batch)
+            (api or self.db_groups).modify(group, batch)
 
-    def _reset(self, group: str, names: list[str], info: dict[str, ParameterInfo]) -> None:
+    def _reset(
+        self,
+        group: str,
+        names: list[str],
+        info: dict[str, ParameterInfo],
+        api: GroupApi | None = None,
+    ) -> None:
         params = [
             {
                 "ParameterName": name,
@@ -285,21 +434,23 @@ class RdsBulkModeBackend:
             for name in names
         ]
         for batch in _chunks(params, MAX_PARAMETERS_PER_CALL):
-            self.client.reset_db_parameter_group(
-                DBParameterGroupName=group, ResetAllParameters=False, Parameters=batch
-            )
+            (api or self.db_groups).reset(group, batch)
 
-    def _drop_expired(self, state: RdsBulkState, keep: str | None = None) -> list[Lease]:
+    def _drop_expired(
+        self, state: RdsBulkState, keep: str | None = None, api: GroupApi | None = None
+    ) -> list[Lease]:
         """Remove expired leases' tags (except ``keep``) and return the live ones."""
         live, expired = split_leases(state.leases, self.clock())
         stale = [lease for lease in expired if lease.token != keep]
         for lease in stale:
             log.warning(
                 "bulk mode on %s: lease of %s expired; dropping it",
-                self.db_instance_identifier,
+                state.holder_group,
                 lease.holder or lease.token,
             )
-        self._remove_tags(state.holder_group, [LEASE_TAG + lease.token for lease in stale])
+        self._remove_tags(
+            state.holder_group, [LEASE_TAG + lease.token for lease in stale], api
+        )
         return live
 
     # -- checks -----------------------------------------------------------------------------------
