@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -147,18 +147,24 @@ def evaluate_instance(instance: dict[str, Any], parameter_group: str) -> str:
     return "wait"
 
 
-def evaluate_cluster(cluster: dict[str, Any], cluster_parameter_group: str) -> str:
+def evaluate_cluster(
+    cluster: dict[str, Any],
+    cluster_parameter_group: str,
+    member_status: Mapping[str, str] | None = None,
+) -> str:
     """``ready`` (cluster available, uses the group, every member reports it ``in-sync``),
-    ``pending-reboot`` (some member waits for a reboot), or ``wait``. Pure, like
-    :func:`evaluate_instance`."""
+    ``pending-reboot`` (some member waits for a reboot), or ``wait``. ``member_status`` (instance
+    id -> DBInstanceStatus, of the members reporting ``pending-reboot``): a member that is not
+    ``available`` is rebooting already, so wait for it. Pure, like :func:`evaluate_instance`."""
     if cluster.get("Status") != "available":
         return "wait"
     if cluster.get("DBClusterParameterGroup") != cluster_parameter_group:
         return "wait"
-    statuses = [
-        m.get("DBClusterParameterGroupStatus") for m in cluster.get("DBClusterMembers") or []
-    ]
-    if "pending-reboot" in statuses:
+    members = cluster.get("DBClusterMembers") or []
+    statuses = [m.get("DBClusterParameterGroupStatus") for m in members]
+    pending = cluster_members_pending_reboot(cluster)
+    busy = [m for m in pending if (member_status or {}).get(m, "available") != "available"]
+    if pending and not busy:
         return "pending-reboot"
     if all(s == "in-sync" for s in statuses):
         return "ready"
@@ -1044,7 +1050,12 @@ class RdsBulkModeBackend:
             statuses.append(evaluate_instance(instance, str(spec.parameter_group)))
         if spec.needs_cluster:
             cluster = self.cluster(spec.db_cluster_identifier)
-            statuses.append(evaluate_cluster(cluster, str(spec.cluster_parameter_group)))
+            pending = cluster_members_pending_reboot(cluster)
+            members = {m: str(self.instance(m).get("DBInstanceStatus")) for m in pending}
+            if pending:
+                # look again after the members: one seen rebooting is waited for, not rebooted
+                cluster = self.cluster(spec.db_cluster_identifier)
+            statuses.append(evaluate_cluster(cluster, str(spec.cluster_parameter_group), members))
         return combine_status(*statuses)
 
     def reboot(self, spec: WaitSpec) -> WaitSpec:

@@ -11,6 +11,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_bulkload.hooks.rds_bulk_mode import (
     WaitSpec,
+    cluster_members_pending_reboot,
     combine_status,
     evaluate_cluster,
     evaluate_instance,
@@ -76,10 +77,18 @@ class RdsParameterGroupInSyncTrigger(BaseTrigger):
                         found = await client.describe_db_clusters(
                             DBClusterIdentifier=spec.db_cluster_identifier
                         )
-                        statuses.append(
-                            evaluate_cluster(
-                                found["DBClusters"][0], str(spec.cluster_parameter_group)
+                        cluster = found["DBClusters"][0]
+                        members = {}
+                        for member in cluster_members_pending_reboot(cluster):
+                            inst = await client.describe_db_instances(DBInstanceIdentifier=member)
+                            members[member] = str(inst["DBInstances"][0].get("DBInstanceStatus"))
+                        if members:  # look again after the members (see RdsBulkModeBackend.check)
+                            found = await client.describe_db_clusters(
+                                DBClusterIdentifier=spec.db_cluster_identifier
                             )
+                            cluster = found["DBClusters"][0]
+                        statuses.append(
+                            evaluate_cluster(cluster, str(spec.cluster_parameter_group), members)
                         )
                     status = combine_status(*statuses)
                     self.log.info(
