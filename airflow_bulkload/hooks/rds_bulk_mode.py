@@ -2,8 +2,10 @@
 
 Where the state lives: in tags on the parameter group that carries the bulk values — the
 instance's own custom group (strategy ``modify-in-place``) or the bulk copy
-``bulkload-<instance>`` (strategy ``swap``). Every run that touches the instance reads the same
-tags, whatever database or Airflow deployment it comes from:
+``bulkload-<instance>`` (strategy ``swap``); for Aurora cluster-level parameters, the cluster's
+own custom DB cluster parameter group (modify-in-place only), with the same tags and lease rules.
+Every run that touches the instance or cluster reads the same tags, whatever database or Airflow
+deployment it comes from:
 
 - ``bulkload:mode`` — ``modify-in-place`` or ``swap``;
 - ``bulkload:reboot`` — the reboot policy bulk mode was entered with (exit of a swap reuses it);
