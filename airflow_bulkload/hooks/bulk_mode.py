@@ -2,7 +2,8 @@
 
 Two backends behind one interface:
 
-- **RDS/Aurora** (``db_instance_identifier`` given): parameter-group changes, see
+- **RDS/Aurora** (``db_instance_identifier`` and/or ``db_cluster_identifier`` given): parameter-group
+  changes (Aurora cluster-level parameters in the DB cluster parameter group), see
   :mod:`airflow_bulkload.hooks.rds_bulk_mode`; state in tags on the parameter group.
 - **Self-managed** (a ``postgres``/``mysql`` connection): PostgreSQL ``ALTER SYSTEM`` +
   ``pg_reload_conf()``, MySQL ``SET GLOBAL``; state in tables next to the data (PostgreSQL schema
@@ -193,9 +194,12 @@ class SelfManagedBulkModeBackend:
 class BulkModeHook(BaseHook):
     """Enter/exit bulk mode on an RDS/Aurora instance or a self-managed server.
 
-    :param conn_id: ``postgres``/``mysql`` connection of a self-managed server (used when no
-        ``db_instance_identifier`` is given).
-    :param db_instance_identifier: the RDS/Aurora DB instance; selects the RDS backend.
+    :param conn_id: ``postgres``/``mysql`` connection of a self-managed server (used when neither
+        ``db_instance_identifier`` nor ``db_cluster_identifier`` is given).
+    :param db_instance_identifier: the RDS/Aurora DB instance (Aurora: the writer), for
+        instance-level parameters; selects the RDS backend.
+    :param db_cluster_identifier: the Aurora DB cluster, for cluster-level parameters (those found
+        only in its DB cluster parameter group, changed there in place); selects the RDS backend.
     :param aws_conn_id: AWS connection for the RDS backend.
     :param region_name: AWS region, if not the connection's.
     :param settings: overrides of the default bulk settings (``None`` as a value drops a default).
@@ -216,6 +220,7 @@ class BulkModeHook(BaseHook):
         *,
         conn_id: str | None = None,
         db_instance_identifier: str | None = None,
+        db_cluster_identifier: str | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         settings: dict[str, Any] | None = None,
@@ -225,10 +230,14 @@ class BulkModeHook(BaseHook):
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
-        if not conn_id and not db_instance_identifier:
-            raise ValueError("bulk mode needs db_instance_identifier (RDS) or conn_id (server)")
+        if not conn_id and not db_instance_identifier and not db_cluster_identifier:
+            raise ValueError(
+                "bulk mode needs db_instance_identifier and/or db_cluster_identifier (RDS/Aurora) "
+                "or conn_id (server)"
+            )
         self.conn_id = conn_id
         self.db_instance_identifier = db_instance_identifier
+        self.db_cluster_identifier = db_cluster_identifier
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.settings = settings
@@ -239,14 +248,17 @@ class BulkModeHook(BaseHook):
 
     @property
     def is_rds(self) -> bool:
-        return bool(self.db_instance_identifier)
+        return bool(self.db_instance_identifier or self.db_cluster_identifier)
 
     @cached_property
     def rds(self) -> RdsBulkModeBackend:
-        if not self.db_instance_identifier:
-            raise ValueError("not an RDS bulk mode (no db_instance_identifier)")
+        if not self.is_rds:
+            raise ValueError(
+                "not an RDS bulk mode (no db_instance_identifier/db_cluster_identifier)"
+            )
         return RdsBulkModeBackend(
             self.db_instance_identifier,
+            db_cluster_identifier=self.db_cluster_identifier,
             aws_conn_id=self.aws_conn_id,
             region_name=self.region_name,
             settings=self.settings,

@@ -42,6 +42,7 @@ class _BulkModeOperator(BaseOperator):
         "table",
         "conn_id",
         "db_instance_identifier",
+        "db_cluster_identifier",
         "aws_conn_id",
         "region_name",
         "settings",
@@ -56,6 +57,7 @@ class _BulkModeOperator(BaseOperator):
         table: str,
         conn_id: str | None = None,
         db_instance_identifier: str | None = None,
+        db_cluster_identifier: str | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         settings: dict[str, Any] | None = None,
@@ -69,8 +71,11 @@ class _BulkModeOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if not conn_id and not db_instance_identifier:
-            raise ValueError("give db_instance_identifier (RDS/Aurora) or conn_id (own server)")
+        if not conn_id and not db_instance_identifier and not db_cluster_identifier:
+            raise ValueError(
+                "give db_instance_identifier and/or db_cluster_identifier (RDS/Aurora) or conn_id "
+                "(own server)"
+            )
         if "{{" not in strategy:
             check_strategy(strategy)
         if "{{" not in reboot_policy:
@@ -78,6 +83,7 @@ class _BulkModeOperator(BaseOperator):
         self.table = table
         self.conn_id = conn_id
         self.db_instance_identifier = db_instance_identifier
+        self.db_cluster_identifier = db_cluster_identifier
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.settings = settings
@@ -93,6 +99,7 @@ class _BulkModeOperator(BaseOperator):
         return BulkModeHook(
             conn_id=self.conn_id,
             db_instance_identifier=self.db_instance_identifier,
+            db_cluster_identifier=self.db_cluster_identifier,
             aws_conn_id=self.aws_conn_id,
             region_name=self.region_name,
             settings=self.settings,
@@ -104,12 +111,19 @@ class _BulkModeOperator(BaseOperator):
     def lease_key(self, context: Context) -> LeaseKey:
         return lease_key_of(context, self.table)
 
+    def _target(self) -> str | None:
+        parts = [self.db_instance_identifier or ""]
+        if self.db_cluster_identifier:
+            parts.append(f"cluster {self.db_cluster_identifier}")
+        return " and ".join(p for p in parts if p) or self.conn_id
+
     def _summary(self, key: LeaseKey, spec: WaitSpec | None) -> dict[str, Any]:
         return {
             "lease": key.token,
             "holder": key.describe(),
-            "target": self.db_instance_identifier or self.conn_id,
+            "target": spec.target if spec else self._target(),
             "parameter_group": spec.parameter_group if spec else None,
+            "cluster_parameter_group": spec.cluster_parameter_group if spec else None,
         }
 
     def _wait(self, context: Context, spec: WaitSpec | None, key: LeaseKey) -> dict[str, Any]:
@@ -119,9 +133,7 @@ class _BulkModeOperator(BaseOperator):
             self._defer(spec)
         hook = self.hook()
         hook.wait(spec, delay=self.waiter_delay, max_attempts=self.waiter_max_attempts)
-        self.log.info(
-            "%s: parameter group %s in-sync", spec.db_instance_identifier, spec.parameter_group
-        )
+        self.log.info("%s: parameter group %s in-sync", spec.target, spec.groups)
         return self._summary(key, spec)
 
     def _defer(self, spec: WaitSpec) -> None:
@@ -145,15 +157,12 @@ class _BulkModeOperator(BaseOperator):
         hook = self.hook()
         if status == "ready":
             hook.rds.finish(spec)
-            self.log.info(
-                "%s: parameter group %s in-sync", spec.db_instance_identifier, spec.parameter_group
-            )
+            self.log.info("%s: parameter group %s in-sync", spec.target, spec.groups)
             return self._summary(self.lease_key(context), spec)
         if status == "pending-reboot":
             self._defer(hook.rds.reboot(spec))
         raise BulkModeStateError(
-            f"{spec.db_instance_identifier}: waiting for {spec.parameter_group} failed: "
-            f"{event.get('message', status)}"
+            f"{spec.target}: waiting for {spec.groups} failed: {event.get('message', status)}"
         )
 
 
@@ -166,7 +175,11 @@ class EnterBulkModeOperator(_BulkModeOperator):
     :param table: the table being loaded; part of the lease key (dag id, table, logical date).
     :param conn_id: ``postgres``/``mysql`` connection of a self-managed server. Its database holds
         the lease tables; point every pipeline on one server at the same database.
-    :param db_instance_identifier: the RDS/Aurora DB instance (selects the RDS backend).
+    :param db_instance_identifier: the RDS/Aurora DB instance (selects the RDS backend); on
+        Aurora the writer, for instance-level parameters.
+    :param db_cluster_identifier: the Aurora DB cluster, for cluster-level parameters (found only
+        in the DB cluster parameter group; changed there in place, which needs a custom cluster
+        parameter group no other cluster uses). Give it to the exit operator too.
     :param aws_conn_id: AWS connection (RDS backend).
     :param region_name: AWS region, if not the connection's.
     :param settings: overrides of the default bulk settings; ``None`` as a value drops a default.

@@ -9,13 +9,20 @@ from typing import Any
 from airflow.providers.amazon.aws.hooks.rds import RdsHook
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_bulkload.hooks.rds_bulk_mode import WaitSpec, evaluate_instance
+from airflow_bulkload.hooks.rds_bulk_mode import (
+    WaitSpec,
+    cluster_members_pending_reboot,
+    combine_status,
+    evaluate_cluster,
+    evaluate_instance,
+)
 
 
 class RdsParameterGroupInSyncTrigger(BaseTrigger):
     """Poll the instance until it is ``available`` with the expected parameter group ``in-sync``
-    (event ``ready``) or ``pending-reboot`` (event ``pending-reboot``: the operator decides about
-    the reboot and defers again). Like the amazon provider's waiter triggers, it takes
+    and/or (Aurora cluster-level parameters) the cluster until every member reports the DB cluster
+    parameter group ``in-sync`` (event ``ready``), or either reports ``pending-reboot`` (event
+    ``pending-reboot``: the operator decides about the reboot and defers again). Like the amazon provider's waiter triggers, it takes
     ``waiter_delay``/``waiter_max_attempts`` and uses the hook's async (aiobotocore) client.
 
     :param spec: a :class:`~airflow_bulkload.hooks.rds_bulk_mode.WaitSpec` as a dict.
@@ -58,14 +65,36 @@ class RdsParameterGroupInSyncTrigger(BaseTrigger):
         try:
             async with await hook.get_async_conn() as client:
                 for attempt in range(1, self.waiter_max_attempts + 1):
-                    found = await client.describe_db_instances(
-                        DBInstanceIdentifier=spec.db_instance_identifier
-                    )
-                    status = evaluate_instance(found["DBInstances"][0], spec.parameter_group)
+                    statuses = []
+                    if spec.needs_instance:
+                        found = await client.describe_db_instances(
+                            DBInstanceIdentifier=spec.db_instance_identifier
+                        )
+                        statuses.append(
+                            evaluate_instance(found["DBInstances"][0], str(spec.parameter_group))
+                        )
+                    if spec.needs_cluster:
+                        found = await client.describe_db_clusters(
+                            DBClusterIdentifier=spec.db_cluster_identifier
+                        )
+                        cluster = found["DBClusters"][0]
+                        members = {}
+                        for member in cluster_members_pending_reboot(cluster):
+                            inst = await client.describe_db_instances(DBInstanceIdentifier=member)
+                            members[member] = str(inst["DBInstances"][0].get("DBInstanceStatus"))
+                        if members:  # look again after the members (see RdsBulkModeBackend.check)
+                            found = await client.describe_db_clusters(
+                                DBClusterIdentifier=spec.db_cluster_identifier
+                            )
+                            cluster = found["DBClusters"][0]
+                        statuses.append(
+                            evaluate_cluster(cluster, str(spec.cluster_parameter_group), members)
+                        )
+                    status = combine_status(*statuses)
                     self.log.info(
                         "%s / %s: %s (check %d of %d)",
-                        spec.db_instance_identifier,
-                        spec.parameter_group,
+                        spec.target,
+                        spec.groups,
                         status,
                         attempt,
                         self.waiter_max_attempts,

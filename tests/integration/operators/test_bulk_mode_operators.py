@@ -19,7 +19,14 @@ from tests.integration.hooks.test_bulk_mode_server import (
     _wait_shown,
     restore_globals,  # noqa: F401 (fixture)
 )
-from tests.integration.hooks.test_rds_bulk_mode import group_status, make_instance, values
+from tests.integration.hooks.test_rds_bulk_mode import (
+    cluster_values,
+    group_status,
+    make_cluster,
+    make_instance,
+    member_status,
+    values,
+)
 
 
 def _task_states(run: Any) -> dict[str, str]:
@@ -135,3 +142,55 @@ def test_a_chunk_load_renews_its_runs_lease(restore_globals: TestDatabase) -> No
     hook.exit(key)
 
     assert expires_after > expires_before + 3000  # the default TTL (hours), not the 60 s given
+
+
+def test_deferrable_cluster_bulk_mode_waits_for_every_member_and_restores(
+    airflow_db: Path, moto_server: MotoServer, rds_model: Any
+) -> None:
+    from airflow.sdk import DAG, task
+    from airflow.utils.state import DagRunState
+
+    rds = moto_server.client("rds")
+    cluster = unique_name("cl").replace("_", "-")
+    writer, reader = f"{cluster}-w", f"{cluster}-r"
+    group = f"{cluster}-cpg"
+    make_cluster(rds, cluster, group=group, members=(writer, reader))
+    before_cluster, before_writer = cluster_values(rds, group), values(rds, f"{writer}-pg")
+    common: dict[str, Any] = {
+        "table": "public.events",
+        "db_instance_identifier": writer,
+        "db_cluster_identifier": cluster,
+        "settings": {"autovacuum_naptime": "60"},
+        "deferrable": True,
+        "waiter_delay": 0,
+        "waiter_max_attempts": 20,
+    }
+    seen: dict[str, Any] = {}
+
+    with DAG(
+        dag_id="bulkload_test_bulk_mode_aurora_cluster",
+        schedule=None,
+        start_date=datetime(2025, 1, 1),
+    ) as dag:
+        enter = EnterBulkModeOperator(task_id="enter_bulk_mode", **common)
+        exit_ = ExitBulkModeOperator(task_id="exit_bulk_mode", **common)
+
+        @task
+        def load() -> None:
+            seen["members"] = member_status(rds, cluster)
+            seen["naptime"] = cluster_values(rds, group)["autovacuum_naptime"]
+            seen["mwm"] = values(rds, f"{writer}-pg")["maintenance_work_mem"]
+
+        enter.as_setup() >> load() >> exit_.as_teardown(setups=enter)
+
+    register_dag(dag)
+    run = dag.test(run_after=datetime(2025, 1, 2))
+
+    assert run.state == DagRunState.SUCCESS, _task_states(run)
+    assert seen == {
+        "members": {writer: "in-sync", reader: "in-sync"},
+        "naptime": ("60", "user"),
+        "mwm": ("1048576", "user"),
+    }
+    assert cluster_values(rds, group) == before_cluster
+    assert values(rds, f"{writer}-pg") == before_writer
