@@ -113,8 +113,9 @@ def bulk_load_table(
         ``aws_s3``) or ``aurora_s3`` (Aurora MySQL ``LOAD DATA FROM S3``; staged uncompressed).
     :param rds_instance: the RDS DB instance behind ``conn_id``: bulk mode changes its parameter
         group, and pre-flight reads its class, storage and maintenance window.
-    :param rds_cluster: the Aurora cluster behind ``conn_id`` (pre-flight reads its writer; bulk
-        mode needs ``rds_instance``, the writer, for its parameter group).
+    :param rds_cluster: the Aurora cluster behind ``conn_id``: pre-flight reads its writer, and
+        bulk mode changes cluster-level settings in its DB cluster parameter group (give
+        ``rds_instance``, the writer, too for instance-level ones such as the defaults).
     :param bulk_mode: ``"auto"`` (the engine's default bulk settings), ``"off"``, or a dict of
         settings overriding the defaults. Without ``rds_instance`` the server's own settings are
         changed (ALTER SYSTEM / SET GLOBAL), which needs a privileged user.
@@ -150,8 +151,9 @@ def bulk_load_table(
     timing: dict[str, Any] = {"pre_execute": record_start, "post_execute": record_end}
     bulk_target: dict[str, Any] = {
         "table": table,
-        "conn_id": None if rds_instance else conn_id,
+        "conn_id": None if rds_instance or rds_cluster else conn_id,
         "db_instance_identifier": rds_instance,
+        "db_cluster_identifier": rds_cluster,
         "aws_conn_id": aws_conn_id,
     }
     load_timing = timing

@@ -248,12 +248,14 @@ class RenewBulkModeLease:
         table: str,
         conn_id: str | None = None,
         db_instance_identifier: str | None = None,
+        db_cluster_identifier: str | None = None,
         aws_conn_id: str | None = "aws_default",
         ttl: timedelta = DEFAULT_LEASE_TTL,
     ) -> None:
         self.table = table
         self.conn_id = conn_id
         self.db_instance_identifier = db_instance_identifier
+        self.db_cluster_identifier = db_cluster_identifier
         self.aws_conn_id = aws_conn_id
         self.ttl = ttl
 
@@ -263,6 +265,7 @@ class RenewBulkModeLease:
             renewed = BulkModeHook(
                 conn_id=self.conn_id,
                 db_instance_identifier=self.db_instance_identifier,
+                db_cluster_identifier=self.db_cluster_identifier,
                 aws_conn_id=self.aws_conn_id,
             ).renew(key, self.ttl)
         except Exception:
