@@ -80,7 +80,7 @@ class AirflowCluster:
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
-        self.home.mkdir(parents=True, exist_ok=True)
+        self.home.mkdir(parents=True, exist_ok=True)  # workdir too: the services' logs go there
         migrate = self.cli("db", "migrate", timeout=180)
         if migrate.returncode != 0:
             raise AssertionError(f"airflow db migrate failed:\n{migrate.stdout[-6000:]}")
