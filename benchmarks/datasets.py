@@ -68,13 +68,24 @@ DATASETS = {d.name: d for d in (CLASSIC, WIDE)}
 
 
 def generate(
-    dataset: Dataset, rows: int, out_dir: Path, *, files: int = 1, seed: int = 7
+    dataset: Dataset,
+    rows: int,
+    out_dir: Path,
+    *,
+    files: int = 1,
+    seed: int = 7,
+    id_offset: int = 0,
 ) -> list[Path]:
-    """Write ``rows`` shuffled rows as ``files`` CSV files (header, NULL as an empty field)."""
+    """Write ``rows`` shuffled rows as ``files`` CSV files (header, NULL as an empty field).
+
+    ``id_offset`` shifts the primary key (ids ``id_offset + 1`` .. ``id_offset + rows``), so
+    several inputs can go into one table."""
     out_dir.mkdir(parents=True, exist_ok=True)
     con = duckdb.connect()
     con.execute("SET preserve_insertion_order = true")
     select = dataset.select_sql.format(rows=int(rows), seed=int(seed))
+    if id_offset:
+        select = f"SELECT * REPLACE (id + {int(id_offset)} AS id) FROM ({select})"  # noqa: S608
     paths: list[Path] = []
     per_file = -(-rows // files) if rows else 0
     for n in range(files):

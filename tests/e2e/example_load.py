@@ -135,13 +135,23 @@ class ExampleLoad:
                 cur.execute("ALTER TABLE events SET (fillfactor = 90)")
             cur.close()
 
-    def add_input(self, ds: str, *, rows: int | None = None, seed: int = 7) -> list[Path]:
-        """Generate the input of logical date ``ds`` and put it under ``<folder>/<ds>/``."""
+    def add_input(
+        self, ds: str, *, rows: int | None = None, seed: int = 7, id_offset: int = 0
+    ) -> list[Path]:
+        """Generate the input of logical date ``ds`` and put it under ``<folder>/<ds>/``
+        (``id_offset`` shifts its ids, for a second date loaded into the same table)."""
         s3 = self.moto.client("s3")
         for bucket in (self.input_bucket, self.staging_bucket):
             if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
                 s3.create_bucket(Bucket=bucket)
-        files = generate(WIDE, rows or self.rows, self.workdir / ds, files=self.files, seed=seed)
+        files = generate(
+            WIDE,
+            rows or self.rows,
+            self.workdir / ds,
+            files=self.files,
+            seed=seed,
+            id_offset=id_offset,
+        )
         for path in files:
             s3.upload_file(str(path), self.input_bucket, f"{self.input_folder}/{ds}/{path.name}")
         self.dates[ds] = files
