@@ -93,6 +93,7 @@ def bulk_load_table(
     fail_on: str | None = "error",
     load_retries: int = 2,
     load_retry_delay: timedelta = timedelta(seconds=30),
+    table_claim_timeout: timedelta = timedelta(hours=2),
     outlets: Sequence[Asset] | None = None,
     reboot_policy: str = "never",
 ) -> TaskGroup:
@@ -132,6 +133,8 @@ def bulk_load_table(
     :param load_retries: retries of each chunk load (safe: the ledger makes them exactly-once).
         Bad data fails a chunk at once, without retries; retries are for lost connections.
     :param load_retry_delay: wait before a chunk load's retry.
+    :param table_claim_timeout: how long ``prepare_table`` waits while another load (a backfill
+        beside the nightly run, say) holds the table, before failing with the holder's name.
     :param outlets: Assets the load updates (on the report task, which runs when it succeeded).
     :param reboot_policy: RDS bulk mode: ``"never"`` (default) or ``"allowed"``.
     """
@@ -211,6 +214,7 @@ def bulk_load_table(
             drop_indexes=_plan_value(preflight.task_id, "drop_indexes"),
             manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
             aws_conn_id=aws_conn_id,
+            claim_timeout=table_claim_timeout.total_seconds(),
             **timing,
         )
         load = LoadChunkOperator.partial(
