@@ -86,7 +86,7 @@ def bulk_load_table(
     rds_cluster: str | None = None,
     bulk_mode: str | dict[str, Any] = AUTO,
     drop_indexes: bool | str = AUTO,
-    sort_by_primary_key: bool = True,
+    sort_by_primary_key: bool | str = AUTO,
     chunk_size: str | int = "256MB",
     parallelism: int | str = AUTO,
     vcpus: int | None = None,
@@ -123,7 +123,8 @@ def bulk_load_table(
     :param drop_indexes: ``"auto"`` (pre-flight decides from incoming vs existing size), or
         ``True``/``False``.
     :param sort_by_primary_key: stage the input sorted by the table's primary key (tables without
-        one are staged unsorted).
+        one are staged unsorted). ``"auto"`` (default): on MySQL only, where InnoDB's clustered
+        key makes key order pay; a PostgreSQL heap gains nothing worth the sort.
     :param chunk_size: target uncompressed chunk size, e.g. ``"256MB"``.
     :param parallelism: how many chunks load at once: ``"auto"`` (pre-flight's recommendation for
         the instance's vCPUs, enforced by load slots on the database server) or an int (also
