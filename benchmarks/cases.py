@@ -284,7 +284,8 @@ def pipeline(bench: Bench, db: TestDatabase) -> Outcome:
         dag_id=dag_id,
         table=table,
         conn_id=db.conn_id,
-        source=bench.sandbox.upload(bench.data, "bench-input", bench.data.name),
+        # the same local file the other cases read (staging takes local paths on the worker)
+        source=str(bench.data),
         staging=bench.sandbox.create_bucket("bench-staging") + f"/{db.name}",
         parallel=bench.parallel,
         bulk_mode=bench.bulk_mode,

