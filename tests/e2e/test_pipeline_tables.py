@@ -40,7 +40,9 @@ def _put_inputs(moto: MotoServer, bucket: str, ds: str) -> None:
 def _state(db: TestDatabase) -> tuple[object, ...]:
     return (
         db.query("SELECT count(*), sum(a), count(DISTINCT b) FROM no_key")[0],
-        db.query("SELECT count(*), count(DISTINCT (k1, k2)), sum(k1 * 100 + k2) FROM two_part_key")[0],
+        db.query("SELECT count(*), count(DISTINCT (k1, k2)), sum(k1 * 100 + k2) FROM two_part_key")[
+            0
+        ],
         db.query(
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'two_part_key'"
             " ORDER BY indexname"

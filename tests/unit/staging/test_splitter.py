@@ -85,3 +85,42 @@ def test_empty_input_gives_no_chunks(tmp_path: Path) -> None:
     source = tmp_path / "empty.csv"
     source.write_bytes(b"")
     assert list(split_into_chunks(source, tmp_path, chunk_size=10)) == []
+
+
+def _reference_records(data: bytes) -> list[bytes]:
+    """Records by quote parity, line by line: what the splitter must agree with."""
+    records: list[bytes] = []
+    partial = b""
+    for line in data.splitlines(keepends=True):
+        partial += line
+        if partial.count(b'"') % 2 == 0:
+            records.append(partial)
+            partial = b""
+    return records
+
+
+def test_quote_free_blocks_split_exactly_like_record_by_record(tmp_path: Path) -> None:
+    """Numeric data passes through in whole blocks; the chunks must still close at the first
+    record end at or after the chunk size, with the right counts and keys, across blocks with
+    and without quoted (multi-line) fields."""
+    plain = [[str(i), str(i * 7)] for i in range(60_000)]
+    quoted = [[str(i), f'say "hi"\nline {i}'] for i in range(60_000, 60_050)]
+    source = _write(tmp_path / "n.csv", plain[:40_000] + quoted + plain[40_000:])
+    records = _reference_records(source.read_bytes())
+    out = tmp_path / "out"
+    out.mkdir()
+    chunk_size = 100_003
+
+    chunks = list(
+        split_into_chunks(source, out, chunk_size=chunk_size, compression="none", key_indexes=[0])
+    )
+
+    expected: list[list[bytes]] = [[]]
+    for record in records:
+        if sum(map(len, expected[-1])) >= chunk_size:
+            expected.append([])
+        expected[-1].append(record)
+    assert [c.rows for c in chunks] == [len(e) for e in expected]
+    assert [c.path.read_bytes() for c in chunks] == [b"".join(e) for e in expected]
+    assert [c.first_key for c in chunks] == [record_fields(e[0])[:1] for e in expected]
+    assert [c.last_key for c in chunks] == [record_fields(e[-1])[:1] for e in expected]
