@@ -347,10 +347,17 @@ class Dialect(abc.ABC):
 
     @abc.abstractmethod
     def create_indexes(
-        self, conn: Any, table: TableRef, indexes: list[dict[str, Any]], maintenance_work_mem: str
+        self,
+        conn: Any,
+        table: TableRef,
+        indexes: list[dict[str, Any]],
+        maintenance_work_mem: str,
+        *,
+        concurrent_sessions: int = 1,
     ) -> None:
         """Build saved indexes in this session (PostgreSQL: one per call when run in parallel;
-        MySQL: one ``ALTER TABLE`` for all)."""
+        MySQL: one ``ALTER TABLE`` for all). ``concurrent_sessions``: how many sessions build at
+        once (PostgreSQL then gives each build no parallel workers of its own)."""
 
     @abc.abstractmethod
     def attach_constraint(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:

@@ -1256,7 +1256,13 @@ class MySqlDialect(Dialect):
             )
 
     def create_indexes(
-        self, conn: Any, table: TableRef, indexes: list[dict[str, Any]], maintenance_work_mem: str
+        self,
+        conn: Any,
+        table: TableRef,
+        indexes: list[dict[str, Any]],
+        maintenance_work_mem: str,
+        *,
+        concurrent_sessions: int = 1,
     ) -> None:
         """One ``ALTER TABLE ... ADD KEY ..., ADD KEY ...`` for all (InnoDB reads and sorts the
         table once), FULLTEXT/SPATIAL keys one statement each (InnoDB builds those alone).

@@ -923,14 +923,27 @@ class PostgresDialect(Dialect):
         )
 
     def create_indexes(
-        self, conn: Any, table: TableRef, indexes: list[dict[str, Any]], maintenance_work_mem: str
+        self,
+        conn: Any,
+        table: TableRef,
+        indexes: list[dict[str, Any]],
+        maintenance_work_mem: str,
+        *,
+        concurrent_sessions: int = 1,
     ) -> None:
         """Each saved ``pg_get_indexdef`` text (catalog output, schema-qualified) as captured,
-        with ``maintenance_work_mem`` raised for this session."""
+        with ``maintenance_work_mem`` raised for this session. When several sessions build at
+        once, each builds without parallel workers: the sessions already keep the cores busy,
+        and workers on top only oversubscribe them (measured on 2 cores, 5 M rows, 3 indexes:
+        3 sessions with workers 6.3 s, without 4.4 s; one session with workers 4.9 s)."""
         conn.execute(
             "SELECT pg_catalog.set_config('maintenance_work_mem', %s, false)",
             (maintenance_work_mem,),
         )
+        if concurrent_sessions > 1:
+            conn.execute(
+                "SELECT pg_catalog.set_config('max_parallel_maintenance_workers', '0', false)"
+            )
         for index in indexes:
             conn.execute(sql.SQL(index["definition"]))
 

@@ -316,7 +316,12 @@ class TableStateHook(BulkLoadHook):
             )
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 futures = [
-                    (ix, pool.submit(self._build_in_own_session, ref, ix, maintenance_work_mem))
+                    (
+                        ix,
+                        pool.submit(
+                            self._build_in_own_session, ref, ix, maintenance_work_mem, workers
+                        ),
+                    )
                     for ix in indexes
                 ]
                 failures: list[tuple[dict[str, Any], BaseException]] = []
@@ -377,11 +382,13 @@ class TableStateHook(BulkLoadHook):
         return seconds
 
     def _build_in_own_session(
-        self, ref: TableRef, index: dict[str, Any], maintenance_work_mem: str
+        self, ref: TableRef, index: dict[str, Any], maintenance_work_mem: str, sessions: int
     ) -> float:
         started = time.monotonic()
         with self._session() as conn:
-            self.dialect.create_indexes(conn, ref, [index], maintenance_work_mem)
+            self.dialect.create_indexes(
+                conn, ref, [index], maintenance_work_mem, concurrent_sessions=sessions
+            )
         return time.monotonic() - started
 
     def _build_error(
