@@ -100,11 +100,13 @@ class BulkLoadHook(BaseHook):
         with closing(self.get_conn()) as conn:
             dialect = self.dialect
             dialect.ensure_state_schema(conn)
-            ref = dialect.qualified_name(conn, dialect.table_ref(table))
-            saved = dialect.unfinished_table_saved_state(conn, ref)
-            if saved is not None:
-                return primary_key_of_snapshot(saved)
-            return list(dialect.describe_table(conn, ref).primary_key)
+            return self._primary_key(conn, dialect.qualified_name(conn, dialect.table_ref(table)))
+
+    def _primary_key(self, conn: Any, ref: TableRef) -> list[str]:
+        saved = self.dialect.unfinished_table_saved_state(conn, ref)
+        if saved is not None:
+            return primary_key_of_snapshot(saved)
+        return list(self.dialect.describe_table(conn, ref).primary_key)
 
     def server_facts(self) -> ServerFacts:
         """The server settings pre-flight advice reads (see :meth:`Dialect.server_facts`)."""
@@ -222,7 +224,7 @@ class BulkLoadHook(BaseHook):
             ]
             if not superseded:
                 return results
-            key_columns = self.primary_key(table)
+            key_columns = self._primary_key(conn, ref)
             if not key_columns:
                 raise BulkLoadError(
                     f"{ref} has no primary key, so the rows of {len(superseded)} chunk(s) an "
