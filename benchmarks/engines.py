@@ -67,8 +67,8 @@ class Engine:
 
     name = ""
 
-    def checksum(self, db: TestDatabase, dataset: Dataset) -> tuple[int, ...]:
-        [row] = db.query(self.checksum_query(dataset))
+    def checksum(self, db: TestDatabase, dataset: Dataset, table: str = TABLE) -> tuple[int, ...]:
+        [row] = db.query(self.checksum_query(dataset, table))
         return tuple(int(v or 0) for v in row)
 
     def create_table(
@@ -97,7 +97,7 @@ class Engine:
             raise RuntimeError(f"{self.name} client failed: {done.stderr.strip()[-2000:]}")
 
     # -- per engine ------------------------------------------------------------------------------
-    def checksum_query(self, dataset: Dataset) -> str:
+    def checksum_query(self, dataset: Dataset, table: str = TABLE) -> str:
         raise NotImplementedError
 
     def table_ddl(self, dataset: Dataset, *, indexed: bool, unlogged: bool) -> list[str]:
@@ -122,8 +122,8 @@ class Engine:
 class Postgres(Engine):
     name = "postgres"
 
-    def checksum_query(self, dataset: Dataset) -> str:
-        source = sql.Identifier(TABLE).as_string(None)
+    def checksum_query(self, dataset: Dataset, table: str = TABLE) -> str:
+        source = sql.Identifier(table).as_string(None)
         return checksum_sql(
             dataset,
             source,
@@ -180,10 +180,10 @@ class Postgres(Engine):
 class MySql(Engine):
     name = "mysql"
 
-    def checksum_query(self, dataset: Dataset) -> str:
+    def checksum_query(self, dataset: Dataset, table: str = TABLE) -> str:
         return checksum_sql(
             dataset,
-            quote_identifier(TABLE),
+            quote_identifier(table),
             seconds="TIMESTAMPDIFF(SECOND, '2026-01-01', created_at)",
             # LOAD DATA and mariadb-import read an empty field as '' (the pipeline maps it to NULL)
             note="NULLIF(note, '')",

@@ -22,6 +22,7 @@ from typing import Any
 
 from airflow_bulkload.staging.manifest import ChunkSpec
 from benchmarks.datasets import WIDE, generate
+from benchmarks.engines import ENGINES, duckdb_checksum
 from tests.harness import REPO_ROOT, MotoServer, TestDatabase, _pg_admin
 
 DAG_IDS = {"postgres": "bulkload_nightly_postgres", "mysql": "bulkload_nightly_aurora_mysql"}
@@ -30,22 +31,6 @@ INPUT_FOLDERS = {"postgres": "events", "mysql": "orders"}
 TABLE_NAME = "events"
 RUN_TIMEOUT = int(os.environ.get("BULKLOAD_TEST_RUN_TIMEOUT", "300"))
 
-#: order-independent fingerprint of the WIDE dataset: the same numbers from DuckDB over the input
-#: files and from the server over the loaded table
-CHECKSUM = {
-    "duckdb": (
-        "SELECT count(*), sum(id), sum(customer_id * quantity), count(note), "
-        "sum(length(note)), sum(epoch(created_at)::bigint) FROM {source}"
-    ),
-    "postgres": (
-        "SELECT count(*), sum(id), sum(customer_id::bigint * quantity), count(note), "
-        "sum(length(note)), sum(extract(epoch from created_at)::bigint) FROM public.events"
-    ),
-    "mysql": (
-        "SELECT count(*), sum(id), sum(customer_id * quantity), count(note), "
-        "sum(char_length(note)), sum(unix_timestamp(created_at)) FROM events"
-    ),
-}
 SETTINGS = {
     "postgres": ("max_wal_size", "checkpoint_timeout", "maintenance_work_mem"),
     "mysql": ("innodb_io_capacity", "innodb_io_capacity_max"),
@@ -59,16 +44,6 @@ def install_kill_points(airflow_home: Path) -> None:
     (config / "airflow_local_settings.py").write_text(
         "from tests.e2e.kill_points import task_policy  # noqa: F401\n"
     )
-
-
-def input_checksum(files: list[Path]) -> tuple[int, ...]:
-    import duckdb
-
-    paths = ", ".join("'" + str(p).replace("'", "''") + "'" for p in files)
-    source = f"read_csv([{paths}], header=true, nullstr='', all_varchar=false)"
-    row = duckdb.sql(CHECKSUM["duckdb"].format(source=source)).fetchall()[0]
-    assert row is not None
-    return tuple(int(v or 0) for v in row)
 
 
 @dataclass
@@ -205,19 +180,12 @@ class ExampleLoad:
         return self.db.query(sql, params)
 
     def loaded_checksum(self) -> tuple[int, ...]:
-        if self.engine == "mysql":
-            with closing(self.db.connect()) as conn:
-                cur = conn.cursor()
-                cur.execute("SET time_zone = '+00:00'")
-                cur.execute(CHECKSUM["mysql"])
-                row = cur.fetchone()
-        else:
-            row = self.query(CHECKSUM["postgres"])[0]
-        return tuple(int(v or 0) for v in row)
+        return ENGINES[self.engine].checksum(self.db, WIDE, table=TABLE_NAME)
 
     def expected_checksum(self) -> tuple[int, ...]:
+        """The inputs' checksum: per file (every part of it is a count or a sum), added up."""
         files = [p for paths in self.dates.values() for p in paths]
-        return input_checksum(files)
+        return tuple(map(sum, zip(*(duckdb_checksum(WIDE, p) for p in files), strict=True)))
 
     def snapshot(self) -> dict[str, Any]:
         """What a load must leave as it found it: the table's definition and server settings."""
