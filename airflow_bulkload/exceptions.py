@@ -94,3 +94,16 @@ class DuplicateKeyError(TableStateError):
 
 class InsufficientPrivilegeError(BulkLoadError):
     """The database user may not run a statement this provider needs; the message says which."""
+
+
+class WithdrawMismatchError(BulkLoadError):
+    """Taking a chunk back out would delete another number of rows than the chunk inserted:
+    rows the chunk did not insert share its keys. Nothing was deleted."""
+
+
+class LoadVerificationError(BulkLoadError):
+    """The rows the load report claims are not what the target table holds."""
+
+
+class InputAlreadyLoadedError(BulkLoadError):
+    """The run's date was already loaded, and verified, from another input."""

@@ -96,6 +96,7 @@ def bulk_load_table(
     table_claim_timeout: timedelta = timedelta(hours=2),
     outlets: Sequence[Asset] | None = None,
     reboot_policy: str = "never",
+    reload: bool | str = False,
 ) -> TaskGroup:
     """Build the task group that bulk loads ``source`` into ``table`` (see the module docstring).
 
@@ -138,6 +139,12 @@ def bulk_load_table(
         beside the nightly run, say) holds the table, before failing with the holder's name.
     :param outlets: Assets the load updates (on the report task, which runs when it succeeded).
     :param reboot_policy: RDS bulk mode: ``"never"`` (default) or ``"allowed"``.
+    :param reload: replace what this DAG loaded for the run's date: every chunk it committed for
+        the date (from this input or an earlier one) is taken back out, by key, and the input
+        loads again, exactly once. Templated, so a DAG can expose it as a Param for "Trigger
+        DAG w/ config" and backfills (``reload="{{ params.reload }}"``). Without it, a second,
+        different input for a date whose load completed is refused; a failed load's chunks are
+        taken back out when its input is corrected.
     """
     if method not in LOAD_METHODS:
         raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
@@ -204,6 +211,7 @@ def bulk_load_table(
             conn_id=conn_id,
             aws_conn_id=aws_conn_id,
             manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
+            reload=reload,
             **timing,
         )
         stage >> preflight >> withdraw
@@ -266,6 +274,9 @@ def bulk_load_table(
             table=table,
             load_task_id=load.task_id,
             stage_task_ids=stages,
+            conn_id=conn_id,
+            manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
+            aws_conn_id=aws_conn_id,
             outlets=list(outlets or []),
         )
         withdraw >> (enter or prepare)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
+import re
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,16 +17,60 @@ from airflow_bulkload.staging.manifest import parse_s3_uri
 READ_BUFFER_BYTES = 1024 * 1024
 
 
+_SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+class _HashingReader:
+    """Hashes the stored bytes as they are read, before any gunzipping."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.sha256 = hashlib.sha256()
+        self.stored_bytes = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data: bytes = self._inner.read(size)
+        self.sha256.update(data)
+        self.stored_bytes += len(data)
+        return data
+
+    def readable(self) -> bool:
+        return True
+
+
 class ChunkStream:
     """A read-only byte stream over an S3 object (gunzipped when it is gzip).
 
     Counts the bytes it hands out and turns decode failures into :class:`ChunkLoadError`.
+    :meth:`verify` proves, before the loading transaction commits, that the stored bytes are
+    the ones staging wrote (the manifest's sha256).
     """
 
-    def __init__(self, inner: BinaryIO, source: str) -> None:
+    def __init__(self, inner: BinaryIO, source: str, stored: _HashingReader | None = None) -> None:
         self._inner = inner
         self.source = source
         self.bytes_read = 0
+        self._stored = stored
+
+    def verify(self, checksum: str) -> None:
+        """Read what the consumer left unread, then compare the stored bytes' sha256 with
+        ``checksum``; raises :class:`ChunkLoadError` on a mismatch. A checksum that is not a
+        sha256 (an ETag of input loaded as is) is not checked here."""
+        if self._stored is None or not _SHA256_HEX.match(checksum):
+            return
+        while self.read(READ_BUFFER_BYTES):
+            pass
+        while self._stored.read(READ_BUFFER_BYTES):
+            pass
+        actual = self._stored.sha256.hexdigest()
+        if actual != checksum:
+            raise ChunkLoadError(
+                self.source,
+                f"the stored object changed after staging: its sha256 is {actual}, the manifest "
+                f"says {checksum}; nothing of it was committed. Stage the input again (a new "
+                "run, or clear the stage task after deleting the manifest)",
+                expected="the chunk exactly as staging wrote it",
+            )
 
     def read(self, size: int = READ_BUFFER_BYTES) -> bytes:
         """Up to ``size`` bytes (never the whole object: a negative size reads one buffer)."""
@@ -74,10 +120,11 @@ def open_s3_stream(
         raise
     body = response["Body"]
     try:
-        raw: BinaryIO = body
+        stored = _HashingReader(body)
+        raw: BinaryIO = stored  # type: ignore[assignment]
         if compression == "gzip":
-            raw = gzip.GzipFile(fileobj=body, mode="rb")  # type: ignore[assignment]
-        yield ChunkStream(raw, uri)
+            raw = gzip.GzipFile(fileobj=stored, mode="rb")  # type: ignore[call-overload]
+        yield ChunkStream(raw, uri, stored)
     finally:
         body.close()
 

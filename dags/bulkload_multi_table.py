@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 import pendulum
-from airflow.sdk import DAG, Asset
+from airflow.sdk import DAG, Asset, Param
 
 from airflow_bulkload.pipeline import bulk_load_table
 
@@ -29,12 +29,22 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["bulkload", "postgres"],
+    params={
+        "reload": Param(
+            False,
+            type="boolean",
+            description="Replace this date's rows: take back every row this DAG loaded for the "
+            "date (by key) and load the input again, exactly once. Off: a date already loaded "
+            "from a different input is refused; the same input is not loaded twice.",
+        ),
+    },
 ) as dag:
     for table, folder in TABLES.items():
         bulk_load_table(
             table=table,
             conn_id=CONN_ID,
             source=f"{INPUT}/{folder}/" + "{{ ds }}/",
+            reload="{{ params.reload }}",
             staging=STAGING,
             file_format={"format": "csv", "header": True},
             outlets=[Asset(f"bulkload://postgres/{table}")],

@@ -48,13 +48,22 @@ with DAG(
             None,
             type=["null", "string"],
             pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[A-Za-z0-9!_.*'()/=-]*$",
-            description="Override the input (an S3 prefix ending in / or one object).",
+            description="Override the input (an S3 prefix ending in / or one object). A date "
+            "that already loaded from another input is refused unless 'reload' is on.",
+        ),
+        "reload": Param(
+            False,
+            type="boolean",
+            description="Replace this date's rows: take back every row this DAG loaded for the "
+            "date (by key) and load the input again, exactly once. Off: a date already loaded "
+            "from a different input is refused; the same input is not loaded twice.",
         ),
     },
 ) as dag:
     bulk_load_table(
         table=TABLE,
         conn_id=CONN_ID,
+        reload="{{ params.reload }}",
         source="{{ params.source or input_root ~ '/orders/' ~ ds ~ '/' }}",
         staging=STAGING,
         file_format={"format": "csv", "header": True},

@@ -5,6 +5,7 @@ every engine implements. No SQL text lives here; each engine's SQL lives in its 
 from __future__ import annotations
 
 import abc
+import json
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -158,8 +159,37 @@ class TableInfo:
 
 
 @dataclass(frozen=True)
+class KeyProbe:
+    """Two keys of a loaded chunk (its first and last record's), to look up in the table.
+
+    Both found: the chunk's rows are (still) there. Either missing: its rows were deleted, or the
+    table was emptied or re-created since the chunk loaded.
+    """
+
+    columns: list[str]
+    first: list[Any]
+    last: list[Any]
+
+    def to_json(self) -> str:
+        return json.dumps({"columns": self.columns, "first": self.first, "last": self.last})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> KeyProbe | None:
+        if not text:
+            return None
+        data = json.loads(text) if isinstance(text, str) else text
+        return cls(list(data["columns"]), list(data["first"]), list(data["last"]))
+
+
+@dataclass(frozen=True)
 class LedgerEntry:
-    """A chunk that was committed into a table."""
+    """A chunk that was committed into a table.
+
+    ``probe`` (first and last key) and ``generation`` (the table's physical identity when the
+    chunk loaded, see :meth:`Dialect.table_generation`) let a later run check that the chunk's
+    rows are still in the table before skipping it: the ledger is a cache of the table, not its
+    truth.
+    """
 
     table: str
     chunk_key: str
@@ -167,6 +197,56 @@ class LedgerEntry:
     rows: int
     bytes: int
     load_id: str
+    probe: KeyProbe | None = None
+    generation: str | None = None
+
+
+@dataclass(frozen=True)
+class LoadRecord:
+    """One staged input's load into a table (``staging_prefix`` names it), as the ledger's
+    companion: whether the table was empty when the load began, and whether its report
+    verified the rows in the table."""
+
+    table: str
+    staging_prefix: str
+    load_id: str
+    empty_before: bool
+    verified: bool = False
+
+
+def probe_key_of(info: TableInfo) -> list[str]:
+    """The columns that identify a row of the table: its primary key, else the first valid,
+    non-partial unique index over plain NOT NULL columns; ``[]`` when it has neither."""
+    if info.primary_key:
+        return list(info.primary_key)
+    not_null = {c.name for c in info.columns if not c.nullable}
+    for index in info.indexes:
+        if (
+            index.is_unique
+            and index.is_valid
+            and not index.predicate
+            and index.columns
+            and all(c in not_null for c in index.columns)
+        ):
+            return list(index.columns)
+    return []
+
+
+def check_withdrawn(
+    entry: LedgerEntry, uri: str, table: TableRef, deleted: int, *, exact: bool
+) -> None:
+    """Raise (so the withdrawing transaction rolls back) when a chunk's withdraw deleted rows it
+    cannot have inserted: more than the ledger says it loaded, or, with ``exact``, another count.
+    """
+    if deleted > entry.rows or (exact and deleted != entry.rows):
+        from airflow_bulkload.exceptions import WithdrawMismatchError
+
+        raise WithdrawMismatchError(
+            f"{uri}: taking this chunk back out of {table} would delete {deleted} rows, but the "
+            f"chunk ledger says it loaded {entry.rows} (load {entry.load_id}): rows of another "
+            "load share its keys, or rows changed since. Nothing was deleted; check the table by "
+            "hand before loading this input again"
+        )
 
 
 class Dialect(abc.ABC):
@@ -230,10 +310,60 @@ class Dialect(abc.ABC):
         chunk: ChunkSpec,
         key_columns: list[str],
         stream: ChunkStream,
+        *,
+        exact: bool = True,
     ) -> int:
         """Take a committed chunk back out: delete the rows of ``table`` whose ``key_columns``
         equal those of a row in ``stream`` (the chunk's content, as it was loaded) and the
-        chunk's ledger entry, in one transaction of its own (committed). Returns rows deleted."""
+        chunk's ledger entry, in one transaction of its own (committed). Returns rows deleted.
+
+        The delete must match the ledger: with ``exact`` it must delete exactly ``entry.rows``
+        rows, else (at most that many, for a chunk some of whose rows are already gone) it
+        raises :class:`~airflow_bulkload.exceptions.WithdrawMismatchError` and rolls back, so
+        rows the chunk did not insert are never taken."""
+
+    @abc.abstractmethod
+    def forget_chunk(self, conn: Any, entry: LedgerEntry) -> None:
+        """Delete the ledger entry alone (its rows are already gone), in the open transaction."""
+
+    @abc.abstractmethod
+    def set_chunk_generation(self, conn: Any, entry: LedgerEntry, generation: str) -> None:
+        """Record that the entry's rows survived a rebuild of the table (new generation)."""
+
+    # -- the table as the truth -------------------------------------------------------------------
+    @abc.abstractmethod
+    def table_generation(self, conn: Any, table: TableRef) -> str | None:
+        """The table's physical identity: changes when it is dropped and re-created, truncated or
+        rebuilt (VACUUM FULL, CLUSTER, OPTIMIZE TABLE), not when rows are inserted or deleted.
+        ``None`` when the server will not tell (missing privilege)."""
+
+    @abc.abstractmethod
+    def keys_present(
+        self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
+    ) -> list[bool]:
+        """For each key (values of ``columns``, as text), whether a row with it is in ``table``."""
+
+    @abc.abstractmethod
+    def table_is_empty(self, conn: Any, table: TableRef) -> bool:
+        """Exactly, not from statistics: does ``table`` hold no row?"""
+
+    @abc.abstractmethod
+    def count_rows(self, conn: Any, table: TableRef) -> int:
+        """Exact ``count(*)`` of ``table``."""
+
+    @abc.abstractmethod
+    def read_load_record(
+        self, conn: Any, table: TableRef, staging_prefix: str
+    ) -> LoadRecord | None:
+        """The load record of one staged input into ``table``, if any."""
+
+    @abc.abstractmethod
+    def write_load_record(self, conn: Any, record: LoadRecord) -> None:
+        """Insert or replace a load record (committed by the caller's transaction)."""
+
+    @abc.abstractmethod
+    def delete_load_records(self, conn: Any, table: TableRef, prefix: str) -> None:
+        """Delete the load records of ``table`` whose staging prefix starts with ``prefix``."""
 
     # -- load slots -------------------------------------------------------------------------------
     @abc.abstractmethod

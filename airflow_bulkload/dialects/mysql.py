@@ -57,11 +57,14 @@ from airflow_bulkload.dialects.base import (
     ConstraintInfo,
     Dialect,
     IndexInfo,
+    KeyProbe,
     LedgerEntry,
+    LoadRecord,
     SavedSetting,
     ServerFacts,
     TableInfo,
     TableRef,
+    check_withdrawn,
 )
 from airflow_bulkload.exceptions import (
     BulkLoadError,
@@ -399,6 +402,10 @@ STATE_TABLES: dict[str, str] = {
             `byte_count` BIGINT NOT NULL,
             `load_id` VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
             `loaded_at` DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+            `probe` LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL
+                COMMENT 'JSON: the chunk''s first and last key, looked up before a skip',
+            `generation` VARCHAR(64) CHARACTER SET ascii NULL
+                COMMENT 'InnoDB table id when the chunk loaded (changes on re-create, TRUNCATE, OPTIMIZE)',
             PRIMARY KEY (`chunk_id`, `checksum`),
             KEY `bulkload_chunk_ledger_table` (`table_name`, `loaded_at`)
         ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
@@ -451,7 +458,33 @@ STATE_TABLES: dict[str, str] = {
         ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
           COMMENT='airflow_bulkload: the load holding a table between prepare and finalize'
     """,
+    "bulkload_loads": """
+        CREATE TABLE IF NOT EXISTS {db}.`bulkload_loads` (
+            `load_key` BINARY(32) NOT NULL COMMENT 'SHA-256 of table name, NUL, staging prefix',
+            `table_name` VARCHAR(160) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            `staging_prefix` VARCHAR(1024) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            `load_id` VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            `empty_before` TINYINT(1) NOT NULL,
+            `verified` TINYINT(1) NOT NULL DEFAULT 0,
+            `updated_at` DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+            PRIMARY KEY (`load_key`),
+            KEY `bulkload_loads_table` (`table_name`)
+        ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+          COMMENT='airflow_bulkload: staged inputs loaded into each table, and whether verified'
+    """,
 }
+
+#: columns added to state tables after they first shipped: (table, column, definition), added by
+#: ensure_state_schema where missing
+STATE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    (
+        "bulkload_chunk_ledger",
+        "probe",
+        "LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL",
+    ),
+    ("bulkload_chunk_ledger", "generation", "VARCHAR(64) CHARACTER SET ascii NULL"),
+)
+_ER_DUP_FIELDNAME = 1060
 
 #: GET_LOCK name serialising bulk-mode enter/exit on a server
 BULK_MODE_LOCK = "bulkload_bulk_mode"
@@ -471,6 +504,37 @@ def system_variable(name: str) -> str:
 def system_variable_value(value: str) -> int | str:
     """Numeric variables refuse a quoted string ("Incorrect argument type"): pass ints as ints."""
     return int(value) if _INTEGER_VALUE.match(value) else value
+
+
+_LEDGER_COLUMNS = (
+    "`table_name`, `chunk_key`, `checksum`, `row_count`, `byte_count`, `load_id`, `probe`, "
+    "`generation`"
+)
+
+
+def _ledger_entry(row: Sequence[Any]) -> LedgerEntry:
+    return LedgerEntry(
+        table=row[0],
+        chunk_key=row[1],
+        checksum=str(row[2]),
+        rows=int(row[3]),
+        bytes=int(row[4]),
+        load_id=row[5],
+        probe=KeyProbe.from_json(row[6]),
+        generation=None if row[7] is None else str(row[7]),
+    )
+
+
+def innodb_table_name(table: TableRef) -> str:
+    """``db/table`` as InnoDB's dictionary names it: letters, digits and ``_`` as they are, any
+    other character as ``@`` and its code point in four hex digits (MySQL's filename encoding)."""
+
+    def encode(name: str) -> str:
+        return "".join(
+            c if c.isascii() and (c.isalnum() or c == "_") else f"@{ord(c):04x}" for c in name
+        )
+
+    return f"{encode(table.schema or '')}/{encode(table.name)}"
 
 
 def chunk_id(table: str, chunk_key: str) -> bytes:
@@ -616,7 +680,26 @@ class MySqlDialect(Dialect):
                 cur.execute(f"CREATE DATABASE IF NOT EXISTS {quoted} CHARACTER SET utf8mb4")
             for name in missing:
                 cur.execute(STATE_TABLES[name].format(db=quoted))
+            self._add_missing_state_columns(cur, database, quoted)
         conn.commit()
+
+    @staticmethod
+    def _add_missing_state_columns(cur: Any, database: str, quoted: str) -> None:
+        tables = sorted({table for table, _, _ in STATE_COLUMNS})
+        cur.execute(
+            "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.COLUMNS "  # noqa: S608 (placeholders only)
+            f"WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({', '.join(['%s'] * len(tables))})",
+            (database, *tables),
+        )
+        present = {(str(t), str(c)) for t, c in cur.fetchall()}
+        for table, column, definition in STATE_COLUMNS:
+            if (table, column) in present:
+                continue
+            try:
+                cur.execute(f"ALTER TABLE {quoted}.`{table}` ADD COLUMN `{column}` {definition}")
+            except Exception as exc:  # a concurrent first user added it
+                if not (exc.args and exc.args[0] == _ER_DUP_FIELDNAME):
+                    raise
 
     # -- chunk ledger ---------------------------------------------------------------------------
     def claim_chunk(self, conn: Any, table: TableRef, chunk: ChunkSpec) -> LedgerEntry | None:
@@ -641,23 +724,20 @@ class MySqlDialect(Dialect):
         self._session(conn).locks.append(lock)
         with _cursor(conn) as cur:
             cur.execute(
-                "SELECT `checksum`, `row_count`, `byte_count`, `load_id` "  # noqa: S608 (quoted)
+                f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
                 f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
                 "WHERE `chunk_id` = %s ORDER BY `loaded_at` LIMIT 1",
                 (chunk_id(table_name, chunk.key),),
             )
             row = cur.fetchone()
-        if row is None:
-            return None
-        checksum, rows, nbytes, load_id = row
-        return LedgerEntry(table_name, chunk.key, str(checksum), int(rows), int(nbytes), load_id)
+        return _ledger_entry(row) if row is not None else None
 
     def record_chunk(self, conn: Any, entry: LedgerEntry) -> None:
         with _cursor(conn) as cur:
             cur.execute(
                 f"INSERT INTO {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
                 "(`chunk_id`, `checksum`, `table_name`, `chunk_key`, `row_count`, `byte_count`, "
-                "`load_id`) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                "`load_id`, `probe`, `generation`) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 (
                     chunk_id(entry.table, entry.chunk_key),
                     entry.checksum,
@@ -666,21 +746,119 @@ class MySqlDialect(Dialect):
                     entry.rows,
                     entry.bytes,
                     entry.load_id,
+                    entry.probe.to_json() if entry.probe else None,
+                    entry.generation,
                 ),
             )
 
     def ledger_entries(self, conn: Any, table: TableRef, key_prefix: str) -> list[LedgerEntry]:
         with _cursor(conn) as cur:
             cur.execute(
-                "SELECT `table_name`, `chunk_key`, `checksum`, `row_count`, `byte_count`, "  # noqa: S608 (quoted)
-                f"`load_id` FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
+                f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
+                f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
                 "WHERE `table_name` = %s AND LEFT(`chunk_key`, CHAR_LENGTH(%s)) = %s "
                 "ORDER BY `chunk_key`, `loaded_at`",
                 (str(table), key_prefix, key_prefix),
             )
             rows = cur.fetchall()
         conn.commit()  # end the read's snapshot
-        return [LedgerEntry(r[0], r[1], r[2], int(r[3]), int(r[4]), r[5]) for r in rows]
+        return [_ledger_entry(r) for r in rows]
+
+    def forget_chunk(self, conn: Any, entry: LedgerEntry) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"DELETE FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+                "WHERE `chunk_id` = %s AND `checksum` = %s",
+                (chunk_id(entry.table, entry.chunk_key), entry.checksum),
+            )
+
+    def set_chunk_generation(self, conn: Any, entry: LedgerEntry, generation: str) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"UPDATE {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+                "SET `generation` = %s WHERE `chunk_id` = %s AND `checksum` = %s",
+                (generation, chunk_id(entry.table, entry.chunk_key), entry.checksum),
+            )
+
+    # -- the table as the truth -----------------------------------------------------------------
+    def table_generation(self, conn: Any, table: TableRef) -> str | None:
+        """InnoDB's table id: a new one on DROP/CREATE, TRUNCATE and any rebuild (OPTIMIZE
+        TABLE, ALTER ... FORCE); MariaDB's ``INNODB_SYS_TABLES``, MySQL 8's ``INNODB_TABLES``.
+        ``None`` without the PROCESS privilege those views need."""
+        name = innodb_table_name(table)
+        for view in ("INNODB_SYS_TABLES", "INNODB_TABLES"):
+            try:
+                value = _scalar(
+                    conn,
+                    f"SELECT `TABLE_ID` FROM information_schema.`{view}` WHERE `NAME` = %s",  # noqa: S608 (constant)
+                    (name,),
+                )
+            except Exception as exc:  # the view does not exist here, or no PROCESS privilege
+                log.debug("information_schema.%s: %s", view, exc)
+                continue
+            return None if value is None else str(value)
+        return None
+
+    def keys_present(
+        self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
+    ) -> list[bool]:
+        if not keys:
+            return []
+        match = " AND ".join(f"{quote_identifier(c, 'column')} = %s" for c in columns)
+        probe = f"EXISTS (SELECT 1 FROM {quote_table(table)} WHERE {match})"  # noqa: S608 (quoted)
+        with _cursor(conn) as cur:
+            cur.execute(
+                "SELECT " + ", ".join([probe] * len(keys)),
+                [None if v is None else str(v) for key in keys for v in key],
+            )
+            row = cur.fetchone()
+        return [bool(v) for v in (row or [])]
+
+    def table_is_empty(self, conn: Any, table: TableRef) -> bool:
+        return not _scalar(conn, f"SELECT EXISTS (SELECT 1 FROM {quote_table(table)})")  # noqa: S608 (quoted)
+
+    def count_rows(self, conn: Any, table: TableRef) -> int:
+        return int(_scalar(conn, f"SELECT COUNT(*) FROM {quote_table(table)}") or 0)  # noqa: S608 (quoted)
+
+    def read_load_record(
+        self, conn: Any, table: TableRef, staging_prefix: str
+    ) -> LoadRecord | None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                "SELECT `load_id`, `empty_before`, `verified` "  # noqa: S608 (quoted)
+                f"FROM {self._state_table(conn, 'bulkload_loads')} WHERE `load_key` = %s",
+                (chunk_id(str(table), staging_prefix),),
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        return LoadRecord(str(table), staging_prefix, row[0], bool(row[1]), bool(row[2]))
+
+    def write_load_record(self, conn: Any, record: LoadRecord) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"INSERT INTO {self._state_table(conn, 'bulkload_loads')} "  # noqa: S608 (quoted)
+                "(`load_key`, `table_name`, `staging_prefix`, `load_id`, `empty_before`, "
+                "`verified`) VALUES (%s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
+                "`load_id` = VALUES(`load_id`), `empty_before` = VALUES(`empty_before`), "
+                "`verified` = VALUES(`verified`), `updated_at` = CURRENT_TIMESTAMP(6)",
+                (
+                    chunk_id(record.table, record.staging_prefix),
+                    record.table,
+                    record.staging_prefix,
+                    record.load_id,
+                    int(record.empty_before),
+                    int(record.verified),
+                ),
+            )
+
+    def delete_load_records(self, conn: Any, table: TableRef, prefix: str) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"DELETE FROM {self._state_table(conn, 'bulkload_loads')} "  # noqa: S608 (quoted)
+                "WHERE `table_name` = %s AND LEFT(`staging_prefix`, CHAR_LENGTH(%s)) = %s",
+                (str(table), prefix, prefix),
+            )
 
     def withdraw_chunk(
         self,
@@ -690,6 +868,8 @@ class MySqlDialect(Dialect):
         chunk: ChunkSpec,
         key_columns: list[str],
         stream: ChunkStream,
+        *,
+        exact: bool = True,
     ) -> int:
         """LOAD the chunk into a scratch table beside the target, delete the rows whose key
         matches and the ledger entry in one transaction under the chunk's lock, then drop the
@@ -720,11 +900,8 @@ class MySqlDialect(Dialect):
                             f"JOIN {quote_table(scratch)} AS w ON {match}"
                         )
                     )
-                    cur.execute(
-                        f"DELETE FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
-                        "WHERE `chunk_id` = %s AND `checksum` = %s",
-                        (chunk_id(entry.table, entry.chunk_key), entry.checksum),
-                    )
+                check_withdrawn(entry, chunk.uri, table, deleted, exact=exact)
+                self.forget_chunk(conn, entry)
         finally:
             with _cursor(conn) as cur:
                 cur.execute(f"DROP TABLE IF EXISTS {quote_table(scratch)}")

@@ -46,11 +46,14 @@ from airflow_bulkload.dialects.base import (
     ConstraintInfo,
     Dialect,
     IndexInfo,
+    KeyProbe,
     LedgerEntry,
+    LoadRecord,
     SavedSetting,
     ServerFacts,
     TableInfo,
     TableRef,
+    check_withdrawn,
 )
 from airflow_bulkload.exceptions import (
     BulkLoadError,
@@ -163,7 +166,56 @@ MIGRATIONS: tuple[tuple[int, str, sql.Composed], ...] = (
             """
         ).format(s=_S),
     ),
+    (
+        4,
+        "ledger entries bound to the table's rows, and load records",
+        sql.SQL(
+            """
+            ALTER TABLE {s}.chunk_ledger
+                ADD COLUMN probe jsonb,
+                ADD COLUMN generation text;
+            COMMENT ON COLUMN {s}.chunk_ledger.probe IS
+                'The chunk''s first and last key: looked up before a re-run skips the chunk.';
+            COMMENT ON COLUMN {s}.chunk_ledger.generation IS
+                'The table''s oid and filenode when the chunk loaded (changes on re-create, '
+                'TRUNCATE, VACUUM FULL, CLUSTER).';
+            CREATE TABLE {s}.loads (
+                table_name text NOT NULL,
+                staging_prefix text NOT NULL,
+                load_id text NOT NULL,
+                empty_before boolean NOT NULL,
+                verified boolean NOT NULL DEFAULT false,
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (table_name, staging_prefix)
+            );
+            COMMENT ON TABLE {s}.loads IS
+                'One staged input loaded into a table: whether the table was empty when the load '
+                'began, and whether the load report verified the rows in the table.';
+            """
+        ).format(s=_S),
+    ),
 )
+
+_LEDGER_COLUMNS = sql.SQL(
+    "table_name, chunk_key, checksum, rows, bytes, load_id, probe, generation"
+)
+
+
+def _ledger_entry(row: Sequence[Any]) -> LedgerEntry:
+    probe = row[6]
+    return LedgerEntry(
+        table=row[0],
+        chunk_key=row[1],
+        checksum=row[2],
+        rows=int(row[3]),
+        bytes=int(row[4]),
+        load_id=row[5],
+        probe=KeyProbe(list(probe["columns"]), list(probe["first"]), list(probe["last"]))
+        if probe
+        else None,
+        generation=row[7],
+    )
+
 
 # -- COPY options ---------------------------------------------------------------------------------
 
@@ -412,45 +464,150 @@ class PostgresDialect(Dialect):
             )
             cur.execute(
                 sql.SQL(
-                    "SELECT table_name, chunk_key, checksum, rows, bytes, load_id"
-                    " FROM {}.chunk_ledger WHERE table_name = %s AND chunk_key = %s"
+                    "SELECT {} FROM {}.chunk_ledger"
+                    " WHERE table_name = %s AND chunk_key = %s"
                     " ORDER BY checksum = %s DESC, loaded_at DESC LIMIT 1"
-                ).format(_S),
+                ).format(_LEDGER_COLUMNS, _S),
                 (table_name, chunk.key, chunk.checksum),
             )
             row = cur.fetchone()
-        if row is None:
-            return None
-        return LedgerEntry(
-            table=row[0],
-            chunk_key=row[1],
-            checksum=row[2],
-            rows=int(row[3]),
-            bytes=int(row[4]),
-            load_id=row[5],
-        )
+        return _ledger_entry(row) if row is not None else None
 
     def record_chunk(self, conn: Any, entry: LedgerEntry) -> None:
         conn.execute(
             sql.SQL(
-                "INSERT INTO {}.chunk_ledger (table_name, chunk_key, checksum, rows, bytes, load_id)"
-                " VALUES (%s, %s, %s, %s, %s, %s)"
+                "INSERT INTO {}.chunk_ledger"
+                " (table_name, chunk_key, checksum, rows, bytes, load_id, probe, generation)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)"
             ).format(_S),
-            (entry.table, entry.chunk_key, entry.checksum, entry.rows, entry.bytes, entry.load_id),
+            (
+                entry.table,
+                entry.chunk_key,
+                entry.checksum,
+                entry.rows,
+                entry.bytes,
+                entry.load_id,
+                entry.probe.to_json() if entry.probe else None,
+                entry.generation,
+            ),
         )
 
     def ledger_entries(self, conn: Any, table: TableRef, key_prefix: str) -> list[LedgerEntry]:
         with self._read(conn) as cur:
             cur.execute(
                 sql.SQL(
-                    "SELECT table_name, chunk_key, checksum, rows, bytes, load_id"
-                    " FROM {}.chunk_ledger WHERE table_name = %s"
+                    "SELECT {} FROM {}.chunk_ledger WHERE table_name = %s"
                     " AND left(chunk_key, length(%s)) = %s ORDER BY chunk_key, loaded_at"
-                ).format(_S),
+                ).format(_LEDGER_COLUMNS, _S),
                 (str(table), key_prefix, key_prefix),
             )
             rows = cur.fetchall()
-        return [LedgerEntry(r[0], r[1], r[2], int(r[3]), int(r[4]), r[5]) for r in rows]
+        return [_ledger_entry(r) for r in rows]
+
+    def forget_chunk(self, conn: Any, entry: LedgerEntry) -> None:
+        conn.execute(
+            sql.SQL(
+                "DELETE FROM {}.chunk_ledger"
+                " WHERE table_name = %s AND chunk_key = %s AND checksum = %s"
+            ).format(_S),
+            (entry.table, entry.chunk_key, entry.checksum),
+        )
+
+    def set_chunk_generation(self, conn: Any, entry: LedgerEntry, generation: str) -> None:
+        conn.execute(
+            sql.SQL(
+                "UPDATE {}.chunk_ledger SET generation = %s"
+                " WHERE table_name = %s AND chunk_key = %s AND checksum = %s"
+            ).format(_S),
+            (generation, entry.table, entry.chunk_key, entry.checksum),
+        )
+
+    # -- the table as the truth -------------------------------------------------------------------
+    def table_generation(self, conn: Any, table: TableRef) -> str | None:
+        """``oid:filenode``; a partitioned table's leaves' filenodes, in oid order."""
+        with self._read(conn) as cur:
+            cur.execute(
+                "SELECT c.oid::text || ':' || CASE WHEN c.relkind = 'p' THEN coalesce(("
+                "  SELECT string_agg(pg_catalog.pg_relation_filenode(t.relid)::text, ','"
+                "   ORDER BY t.relid) FROM pg_catalog.pg_partition_tree(c.oid) t"
+                "  WHERE t.isleaf), '')"
+                " ELSE coalesce(pg_catalog.pg_relation_filenode(c.oid)::text, '') END"
+                " FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass(%s)",
+                (table_identifier(table).as_string(conn),),
+            )
+            row = cur.fetchone()
+        return str(row[0]) if row and row[0] is not None else None
+
+    def keys_present(
+        self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
+    ) -> list[bool]:
+        if not keys:
+            return []
+        match = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(sql.Identifier(c)) for c in columns)
+        probe = sql.SQL("EXISTS (SELECT 1 FROM {} WHERE {})").format(table_identifier(table), match)
+        with self._read(conn) as cur:
+            cur.execute(
+                sql.SQL("SELECT {}").format(sql.SQL(", ").join([probe] * len(keys))),
+                [None if v is None else str(v) for key in keys for v in key],
+            )
+            row = cur.fetchone()
+        return [bool(v) for v in (row or [])]
+
+    def table_is_empty(self, conn: Any, table: TableRef) -> bool:
+        with self._read(conn) as cur:
+            cur.execute(
+                sql.SQL("SELECT NOT EXISTS (SELECT 1 FROM {})").format(table_identifier(table))
+            )
+            row = cur.fetchone()
+        return bool(row and row[0])
+
+    def count_rows(self, conn: Any, table: TableRef) -> int:
+        with self._read(conn) as cur:
+            cur.execute(sql.SQL("SELECT count(*) FROM {}").format(table_identifier(table)))
+            row = cur.fetchone()
+        return int(row[0]) if row else 0
+
+    def read_load_record(
+        self, conn: Any, table: TableRef, staging_prefix: str
+    ) -> LoadRecord | None:
+        with self._read(conn) as cur:
+            cur.execute(
+                sql.SQL(
+                    "SELECT load_id, empty_before, verified FROM {}.loads"
+                    " WHERE table_name = %s AND staging_prefix = %s"
+                ).format(_S),
+                (str(table), staging_prefix),
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        return LoadRecord(str(table), staging_prefix, row[0], bool(row[1]), bool(row[2]))
+
+    def write_load_record(self, conn: Any, record: LoadRecord) -> None:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {}.loads (table_name, staging_prefix, load_id, empty_before, verified)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (table_name, staging_prefix) DO UPDATE"
+                " SET load_id = EXCLUDED.load_id, empty_before = EXCLUDED.empty_before,"
+                " verified = EXCLUDED.verified, updated_at = now()"
+            ).format(_S),
+            (
+                record.table,
+                record.staging_prefix,
+                record.load_id,
+                record.empty_before,
+                record.verified,
+            ),
+        )
+
+    def delete_load_records(self, conn: Any, table: TableRef, prefix: str) -> None:
+        conn.execute(
+            sql.SQL(
+                "DELETE FROM {}.loads WHERE table_name = %s"
+                " AND left(staging_prefix, length(%s)) = %s"
+            ).format(_S),
+            (str(table), prefix, prefix),
+        )
 
     def withdraw_chunk(
         self,
@@ -460,9 +617,12 @@ class PostgresDialect(Dialect):
         chunk: ChunkSpec,
         key_columns: list[str],
         stream: ChunkStream,
+        *,
+        exact: bool = True,
     ) -> int:
         """COPY the chunk into a temporary table (dropped at commit), delete the rows whose key
-        matches, and the ledger entry; under the chunk's claim, so no loader races it."""
+        matches, and the ledger entry; under the chunk's claim, so no loader races it. A delete
+        that does not match the ledger's row count rolls back (see the interface)."""
         info = self.describe_table(conn, table)
         generated = set(info.extra.get("generated_columns", []))
         columns = chunk.columns or [c.name for c in info.columns if c.name not in generated]
@@ -487,13 +647,8 @@ class PostgresDialect(Dialect):
                     table_identifier(table), table_identifier(scratch), match
                 )
             ).rowcount
-            conn.execute(
-                sql.SQL(
-                    "DELETE FROM {}.chunk_ledger"
-                    " WHERE table_name = %s AND chunk_key = %s AND checksum = %s"
-                ).format(_S),
-                (entry.table, entry.chunk_key, entry.checksum),
-            )
+            check_withdrawn(entry, chunk.uri, table, int(deleted), exact=exact)
+            self.forget_chunk(conn, entry)
         return int(deleted)
 
     # -- load slots -------------------------------------------------------------------------------

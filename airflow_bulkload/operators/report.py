@@ -80,6 +80,13 @@ def markdown_report(summary: Mapping[str, Any], chunk_results: Sequence[Mapping[
             else ""
         ),
         "",
+        "Verified in the table: "
+        + (
+            "; ".join(summary.get("verification", {}).get("checks") or ["nothing to check"])
+            if summary.get("verification", {}).get("verified")
+            else "no"
+        ),
+        "",
         "| stage | seconds |",
         "| --- | ---: |",
     ]
@@ -100,18 +107,26 @@ def markdown_report(summary: Mapping[str, Any], chunk_results: Sequence[Mapping[
 
 
 class LoadReportOperator(BaseOperator):
-    """Collect a table load's per-chunk results and stage timings into one summary.
+    """Collect a table load's per-chunk results and stage timings into one summary, after
+    checking the table holds what the summary claims.
 
-    The summary goes to XCom (rows, bytes, chunks loaded/skipped, rows/s, seconds per stage) and
-    to the task log as markdown tables.
+    The summary goes to XCom (rows, bytes, chunks loaded/skipped, rows/s, seconds per stage,
+    what was verified and how) and to the task log as markdown tables. With ``conn_id`` and
+    ``manifest``, the table is the truth: every chunk must be in the ledger, each chunk's first
+    and last key in the table, and when the table was empty before the load its row count must
+    equal the input's (:meth:`~airflow_bulkload.hooks.BulkLoadHook.verify_load`); a mismatch
+    fails the task with the numbers and the chunks.
 
     :param table: the table the load was for (named in the report).
     :param load_task_id: the mapped chunk-load task whose results are summed.
     :param stage_task_ids: report name -> task id, in pipeline order; each task's start/end marks
         (pushed by :func:`record_start`/:func:`record_end`) give the stage's wall time.
+    :param conn_id: the target's connection; without it the table is not checked.
+    :param manifest: S3 URI of the loaded input's manifest (the stage task's ``manifest_uri``).
+    :param aws_conn_id: AWS connection to read the manifest.
     """
 
-    template_fields: Sequence[str] = ("table",)
+    template_fields: Sequence[str] = ("table", "manifest")
     ui_color = "#e8f5e9"
 
     def __init__(
@@ -120,12 +135,18 @@ class LoadReportOperator(BaseOperator):
         table: str,
         load_task_id: str,
         stage_task_ids: Mapping[str, str],
+        conn_id: str | None = None,
+        manifest: str | None = None,
+        aws_conn_id: str | None = "aws_default",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.load_task_id = load_task_id
         self.stage_task_ids = dict(stage_task_ids)
+        self.conn_id = conn_id
+        self.manifest = manifest
+        self.aws_conn_id = aws_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         ti = context["ti"]
@@ -141,6 +162,14 @@ class LoadReportOperator(BaseOperator):
             ends = _as_list(ti.xcom_pull(task_ids=task_id, key=ENDED_AT_KEY))
             stages[name] = stage_seconds(starts, ends)
         summary = summarize(self.table, results, stages)
+        if self.conn_id and self.manifest:
+            from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+
+            hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
+            load_id = f"{context['dag'].dag_id}/{context['run_id']}"
+            summary["verification"] = hook.verify_load(self.table, self.manifest, load_id=load_id)
+        else:
+            summary["verification"] = {"verified": False, "checks": ["not checked: no conn_id"]}
         self.log.info("load report\n%s", markdown_report(summary, results))
         # one machine-readable line, for scripts that read the task log
         self.log.info("BULKLOAD_REPORT %s", json.dumps(summary))  # stages in pipeline order

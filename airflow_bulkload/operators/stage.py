@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
+from airflow_bulkload.dialects.base import probe_key_of
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.planning import (
     DEFAULT_CHUNK_SIZE,
@@ -178,11 +179,26 @@ class StageToS3Operator(BaseOperator):
         key = list(self.sort_key or [])
         return key, resolve_sort_types(key, self.sort_key_types)
 
+    def _table_key(self) -> tuple[list[str], list[str] | None]:
+        """The table's key (for each chunk's first/last key) and its loadable columns."""
+        if not self.conn_id:
+            return [], None
+        from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+
+        hook = BulkLoadHook(conn_id=str(self.conn_id))
+        info = hook.describe_table(self.table)
+        generated = set(info.extra.get("generated_columns", []))
+        columns = [c.name for c in info.columns if c.name not in generated]
+        # the saved key while an earlier attempt has the table stripped
+        key = hook.primary_key(self.table) or probe_key_of(info)
+        return key, columns
+
     def execute(self, context: Context) -> list[dict[str, Any]]:
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
         compression = self.compression or ("none" if self.load_method == "aurora_s3" else "gzip")
         sort_key, sort_types = self._sort_key()
+        probe_key, table_columns = self._table_key()
         options = StagingOptions(
             file_format=FileFormat.from_dict(self.file_format),
             columns=list(self.columns) if self.columns else None,
@@ -191,6 +207,8 @@ class StageToS3Operator(BaseOperator):
             chunk_size=parse_size(self.chunk_size),
             compression=compression,
             compress_level=self.compress_level,
+            probe_key=probe_key,
+            table_columns=table_columns,
         )
         resources = Resources(
             temp_dir=self.temp_dir,

@@ -11,8 +11,11 @@ from airflow_bulkload.hooks.bulk_load import BulkLoadHook
 
 
 class WithdrawSupersededChunksOperator(BaseOperator):
-    """Before loading a staged input, take back what an earlier attempt of the same load
-    committed from a staging that this one replaced.
+    """Before loading a staged input, make the chunk ledger agree with the table
+    (:meth:`~airflow_bulkload.hooks.BulkLoadHook.reconcile`): take back what an earlier attempt
+    of the same load committed from a staging that this one replaced, refuse a second input for
+    a date that was already loaded and verified (unless ``reload``), and drop ledger entries
+    whose rows are no longer in the table, so those chunks load again.
 
     When a run fails on a bad row, the chunks before it are committed. If the input is then
     corrected, staging writes a new manifest under a new fingerprint, whose chunks have new keys:
@@ -26,9 +29,14 @@ class WithdrawSupersededChunksOperator(BaseOperator):
     :param conn_id: a ``postgres`` or ``mysql`` connection.
     :param manifest: S3 URI of the current manifest (the stage task's ``manifest_uri``).
     :param aws_conn_id: AWS connection to read the superseded chunks.
+    :param reload: take every chunk this load committed for the run's date back out (this input's
+        and any earlier input's), so the date loads again from this input, exactly once. A bool,
+        or a string (templated from a DAG Param: ``"true"``/``"false"``). Refused for a table
+        without a primary or unique key (its rows cannot be told apart).
+    :param load_id: recorded with the load; defaults to ``dag_id/run_id``.
     """
 
-    template_fields: Sequence[str] = ("table", "manifest")
+    template_fields: Sequence[str] = ("table", "manifest", "reload")
     ui_color = "#f3e0ff"
 
     def __init__(
@@ -38,6 +46,8 @@ class WithdrawSupersededChunksOperator(BaseOperator):
         conn_id: str,
         manifest: str,
         aws_conn_id: str | None = "aws_default",
+        reload: bool | str = False,
+        load_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -45,10 +55,40 @@ class WithdrawSupersededChunksOperator(BaseOperator):
         self.conn_id = conn_id
         self.manifest = manifest
         self.aws_conn_id = aws_conn_id
+        self.reload = reload
+        self.load_id = load_id
 
     def execute(self, context: Context) -> dict[str, Any]:
+        reload = parse_flag(self.reload, "reload")
+        load_id = self.load_id or f"{context['dag'].dag_id}/{context['run_id']}"
         hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
-        results = hook.withdraw_superseded_chunks(self.table, self.manifest)
-        if not results:
+        result = hook.reconcile(self.table, self.manifest, reload=reload, load_id=load_id)
+        if reload:
+            self.log.info(
+                "reload: took %d chunk(s), %d rows, of this date back out of %s",
+                len(result.withdrawn),
+                sum(r.rows for r in result.withdrawn),
+                self.table,
+            )
+        elif not result.withdrawn:
             self.log.info("nothing of an earlier staging of this load is in %s", self.table)
-        return {"chunks": [r.uri for r in results], "rows": sum(r.rows for r in results)}
+        if result.stale:
+            self.log.warning(
+                "%d chunk(s) recorded as loaded are no longer (all) in %s and load again: %s",
+                len(result.stale),
+                self.table,
+                ", ".join(result.stale[:5]),
+            )
+        return result.to_dict()
+
+
+def parse_flag(value: Any, name: str) -> bool:
+    """A boolean knob that may arrive as a rendered template string (``"True"``, ``"false"``)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off", "", "none"):
+        return False
+    raise ValueError(f"{name} must be true or false, got {value!r}")

@@ -94,7 +94,9 @@ class ChunkSpec:
     """One staged object: what the load task needs, and what it checks the load against.
 
     ``rows`` is the number of data rows (header excluded); ``checksum`` identifies the content
-    (sha256 of the stored bytes, or the S3 ETag for input loaded as is).
+    (sha256 of the stored bytes, or the S3 ETag for input loaded as is). ``first_key`` and
+    ``last_key`` are the ``key_columns`` values of the chunk's first and last record: the ledger
+    keeps them to check, before a re-run skips the chunk, that its rows are still in the table.
     """
 
     uri: str
@@ -108,6 +110,10 @@ class ChunkSpec:
     columns: list[str] | None = None
     first_key: list[Any] | None = None
     last_key: list[Any] | None = None
+    #: the columns ``first_key``/``last_key`` hold (the table's primary or unique key)
+    key_columns: list[str] | None = None
+    #: the S3 ETag of the staged object, checked by server-side loads (they never see the bytes)
+    etag: str | None = None
 
     @property
     def bucket(self) -> str:

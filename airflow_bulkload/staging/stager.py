@@ -55,6 +55,12 @@ class StagingOptions:
     chunk_size: int = 256_000_000
     compression: str = "gzip"
     compress_level: int = 1
+    #: the table's key (primary, else a NOT NULL unique one): each chunk records its first and
+    #: last record's key, for the ledger's checks; not part of the fingerprint (no rewrite)
+    probe_key: list[str] = field(default_factory=list)
+    #: the table's loadable columns, naming the input's columns when it has neither a header
+    #: nor ``columns``
+    table_columns: list[str] | None = None
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:
@@ -313,9 +319,17 @@ def _split_and_upload(
     columns: Sequence[str],
 ) -> list[ChunkSpec]:
     """Split into chunks and upload each while the next is written (one upload in flight)."""
-    # normalize() checked the key against the columns; an empty input has neither
-    known = list(columns)
-    key_indexes = [known.index(k) for k in options.sort_key] if known else []
+    # normalize() checked the sort key against the columns; an empty input has neither
+    known = list(columns) or list(options.table_columns or [])
+    key = list(options.probe_key) or list(options.sort_key)
+    if key and not all(k in known for k in key):
+        log.warning(
+            "the input does not hold every column of the key %s: chunks record no first/last "
+            "key, so a re-run cannot check their rows by key",
+            key,
+        )
+        key = []
+    key_indexes = [known.index(k) for k in key]
     chunk_dir = work_dir / "chunks"
     chunk_dir.mkdir()
     started = time.monotonic()
@@ -358,6 +372,7 @@ def _split_and_upload(
                     file_format=STAGED_FORMAT.to_dict(),
                     first_key=list(chunk.first_key) if chunk.first_key is not None else None,
                     last_key=list(chunk.last_key) if chunk.last_key is not None else None,
+                    key_columns=key or None,
                 )
             )
         if pending is not None:

@@ -1,0 +1,299 @@
+"""The table is the truth: a ledger entry counts only while its rows are in the table.
+
+Each case is what a user does between two runs of the same date (truncate, drop + re-create,
+delete one chunk's rows, VACUUM FULL / OPTIMIZE TABLE, a second input, a rewritten chunk), run
+through the same hook calls the pipeline makes: reconcile (the ``withdraw_superseded`` task),
+one ``load_chunk`` per chunk, then ``verify_load`` (the report).
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from airflow_bulkload.exceptions import (
+    BulkLoadError,
+    ChunkLoadError,
+    InputAlreadyLoadedError,
+    LoadVerificationError,
+    WithdrawMismatchError,
+)
+from airflow_bulkload.hooks import BulkLoadHook
+from airflow_bulkload.hooks.bulk_load import ChunkResult
+from airflow_bulkload.staging.manifest import FileFormat
+from airflow_bulkload.staging.stager import StageResult, StagingOptions, stage
+from tests.harness import MotoServer, TestDatabase
+
+ROWS = 600
+
+
+def rows(first: int, last: int) -> str:
+    return "".join(f"{i},note {i}\n" for i in range(first, last + 1))
+
+
+def create_notes(db: TestDatabase, *, key: bool = True) -> None:
+    text = "text" if db.engine == "postgres" else "VARCHAR(100)"
+    db.query(f"CREATE TABLE notes (id int{' PRIMARY KEY' if key else ''} NOT NULL, note {text})")
+
+
+def stage_input(
+    moto: MotoServer,
+    bucket: str,
+    path: Path,
+    *,
+    key: bool = True,
+    run: str = "2026-11-21",
+    dag_id: str = "nightly",
+) -> StageResult:
+    result = stage(
+        str(path),
+        s3=moto.client("s3"),
+        staging_uri=f"s3://{bucket}/staging",
+        dag_id=dag_id,
+        table="notes",
+        run=run,
+        options=StagingOptions(
+            file_format=FileFormat(header=False),
+            columns=["id", "note"],
+            chunk_size=2000,
+            probe_key=["id"] if key else [],
+        ),
+    )
+    assert len(result.manifest.chunks) >= 2
+    return result
+
+
+def run_load(hook: BulkLoadHook, result: StageResult, *, reload: bool = False) -> list[ChunkResult]:
+    """What the pipeline does for one run of a date, in order."""
+    hook.reconcile("notes", result.manifest_uri, reload=reload, load_id="test/run")
+    loaded = [
+        hook.load_chunk("notes", chunk, load_id="test/run") for chunk in result.manifest.chunks
+    ]
+    hook.verify_load("notes", result.manifest_uri, load_id="test/run")
+    return loaded
+
+
+def ids(db: TestDatabase) -> list[int]:
+    return [r[0] for r in db.query("SELECT id FROM notes ORDER BY id")]
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> Path:
+    path = tmp_path / "notes.csv"
+    path.write_text(rows(1, ROWS))
+    return path
+
+
+def test_truncate_then_rerun_loads_the_rows_again(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
+) -> None:
+    create_notes(any_db)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    staged = stage_input(moto_server, s3_bucket, source)
+    assert not any(r.skipped for r in run_load(hook, staged))
+    any_db.query("TRUNCATE TABLE notes")
+
+    again = run_load(hook, staged)
+
+    assert not any(r.skipped for r in again)
+    assert ids(any_db) == list(range(1, ROWS + 1))
+
+
+def test_drop_and_recreate_then_rerun_loads_the_rows_again(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
+) -> None:
+    create_notes(any_db)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    staged = stage_input(moto_server, s3_bucket, source)
+    run_load(hook, staged)
+    any_db.query("DROP TABLE notes")
+    create_notes(any_db)
+
+    run_load(hook, staged)
+
+    assert ids(any_db) == list(range(1, ROWS + 1))
+
+
+def test_deleting_one_chunks_rows_reloads_that_chunk_only(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
+) -> None:
+    create_notes(any_db)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    staged = stage_input(moto_server, s3_bucket, source)
+    run_load(hook, staged)
+    second = staged.manifest.chunks[1]
+    first_id, last_id = int(second.first_key[0]), int(second.last_key[0])  # type: ignore[index]
+    # the first and last rows gone, the middle ones still there: reloading must not double them
+    any_db.query(f"DELETE FROM notes WHERE id IN ({first_id}, {last_id})")
+
+    again = run_load(hook, staged)
+
+    assert [r.skipped for r in again] == [i != 1 for i in range(len(again))]
+    assert ids(any_db) == list(range(1, ROWS + 1))
+
+
+def test_a_row_deleted_inside_a_chunk_fails_the_report_with_the_numbers(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
+) -> None:
+    create_notes(any_db)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    staged = stage_input(moto_server, s3_bucket, source)
+    run_load(hook, staged)
+    middle = int(staged.manifest.chunks[0].first_key[0]) + 1  # type: ignore[index]
+    any_db.query(f"DELETE FROM notes WHERE id = {middle}")
+
+    with pytest.raises(LoadVerificationError, match=rf"expected {ROWS} rows, found {ROWS - 1}"):
+        run_load(hook, staged)
+    # an explicit reload takes what is left of the date's rows back out and loads them once
+    run_load(hook, staged, reload=True)
+    assert ids(any_db) == list(range(1, ROWS + 1))
+
+
+@pytest.mark.parametrize("key", [True, False], ids=["keyed", "keyless"])
+def test_vacuum_full_or_optimize_reloads_nothing(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path, key: bool
+) -> None:
+    create_notes(any_db, key=key)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    staged = stage_input(moto_server, s3_bucket, source, key=key)
+    run_load(hook, staged)
+    if any_db.engine == "postgres":
+        any_db.query("VACUUM FULL notes")
+        any_db.query("CLUSTER notes USING notes_pkey") if key else None
+    else:
+        any_db.query("OPTIMIZE TABLE notes")
+
+    again = run_load(hook, staged)
+
+    assert all(r.skipped for r in again)
+    assert ids(any_db) == list(range(1, ROWS + 1))
+
+
+def test_keyless_table_truncated_loads_again(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
+) -> None:
+    create_notes(any_db, key=False)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    staged = stage_input(moto_server, s3_bucket, source, key=False)
+    run_load(hook, staged)
+    any_db.query("TRUNCATE TABLE notes")
+
+    run_load(hook, staged)
+
+    assert ids(any_db) == list(range(1, ROWS + 1))
+
+
+def test_keyless_table_rebuilt_with_rows_missing_is_refused(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
+) -> None:
+    create_notes(any_db, key=False)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    staged = stage_input(moto_server, s3_bucket, source, key=False)
+    run_load(hook, staged)
+    any_db.query("DELETE FROM notes WHERE id <= 10")
+    any_db.query("VACUUM FULL notes" if any_db.engine == "postgres" else "OPTIMIZE TABLE notes")
+
+    with pytest.raises(BulkLoadError, match=rf"holds {ROWS - 10} rows, fewer than the {ROWS}"):
+        hook.reconcile("notes", staged.manifest_uri)
+
+
+def test_report_fails_when_the_table_lost_rows_after_loading(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
+) -> None:
+    create_notes(any_db)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    staged = stage_input(moto_server, s3_bucket, source)
+    hook.reconcile("notes", staged.manifest_uri)
+    for chunk in staged.manifest.chunks:
+        hook.load_chunk("notes", chunk)
+    last = staged.manifest.chunks[-1]
+    any_db.query(f"DELETE FROM notes WHERE id >= {int(last.first_key[0])}")  # type: ignore[index]
+
+    with pytest.raises(LoadVerificationError) as failure:
+        hook.verify_load("notes", staged.manifest_uri)
+    message = str(failure.value)
+    assert f"expected {ROWS} rows" in message
+    assert last.uri in message
+
+
+def test_second_input_for_a_loaded_date_is_refused_unless_reload(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    create_notes(any_db)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    everything = tmp_path / "all.csv"
+    everything.write_text(rows(1, 800))
+    run_load(hook, stage_input(moto_server, s3_bucket, everything))
+    one_file = tmp_path / "part.csv"
+    one_file.write_text(rows(1, 200))
+    partial = stage_input(moto_server, s3_bucket, one_file)
+
+    with pytest.raises(InputAlreadyLoadedError, match="reload"):
+        run_load(hook, partial)
+    assert ids(any_db) == list(range(1, 801))  # nothing taken out
+
+    run_load(hook, partial, reload=True)
+    assert ids(any_db) == list(range(1, 201))
+    # the replaced input is gone from the ledger too: loading it again is a new load, once
+    run_load(hook, stage_input(moto_server, s3_bucket, everything), reload=True)
+    assert ids(any_db) == list(range(1, 801))
+
+
+def test_rows_of_another_date_are_never_withdrawn(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Date A loads 1..400; date B's first input overlaps (301..700) and loads while the primary
+    key is dropped (as prepare_table did before); B's corrected input must not take A's rows."""
+    create_notes(pg_db)
+    hook = BulkLoadHook(conn_id=pg_db.conn_id)
+    a = tmp_path / "a.csv"
+    a.write_text(rows(1, 400))
+    run_load(hook, stage_input(moto_server, s3_bucket, a, run="2026-11-20"))
+    b = tmp_path / "b.csv"
+    b.write_text(rows(301, 700))
+    first_b = stage_input(moto_server, s3_bucket, b, run="2026-11-21")
+    pg_db.query("ALTER TABLE notes DROP CONSTRAINT notes_pkey")
+    hook.reconcile("notes", first_b.manifest_uri)
+    for chunk in first_b.manifest.chunks:
+        hook.load_chunk("notes", chunk)
+    b.write_text(rows(401, 700))
+    corrected = stage_input(moto_server, s3_bucket, b, run="2026-11-21")
+
+    with pytest.raises(WithdrawMismatchError, match="would delete"):
+        hook.reconcile("notes", corrected.manifest_uri)
+    # nothing was deleted: A's rows are all there (with B's duplicates, for a person to decide)
+    assert pg_db.query("SELECT count(DISTINCT id), count(*) FROM notes") == [(700, 800)]
+
+
+def test_a_chunk_rewritten_in_s3_after_staging_is_not_loaded(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
+) -> None:
+    create_notes(any_db)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    staged = stage_input(moto_server, s3_bucket, source)
+    chunk = staged.manifest.chunks[0]
+    s3 = moto_server.client("s3")
+    original = gzip.decompress(s3.get_object(Bucket=chunk.bucket, Key=chunk.key)["Body"].read())
+    forged = original.replace(b"note 1\n", b"forged\n", 1)
+    assert forged != original
+    s3.put_object(Bucket=chunk.bucket, Key=chunk.key, Body=gzip.compress(forged))
+
+    with pytest.raises(ChunkLoadError, match="changed after staging"):
+        hook.load_chunk("notes", chunk)
+    assert ids(any_db) == []
+
+
+def test_same_input_loaded_by_another_dag_into_a_keyless_table_is_warned(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
+) -> None:
+    create_notes(pg_db, key=False)
+    hook = BulkLoadHook(conn_id=pg_db.conn_id)
+    run_load(hook, stage_input(moto_server, s3_bucket, source, key=False, dag_id="old_name"))
+    renamed = stage_input(moto_server, s3_bucket, source, key=False, dag_id="new_name")
+
+    warnings = hook.reconcile("notes", renamed.manifest_uri).warnings
+    assert len(warnings) == 1
+    assert "same input" in warnings[0]
+    assert "old_name" in warnings[0]
