@@ -150,14 +150,16 @@ class ExampleLoad:
         }
 
     # -- runs -------------------------------------------------------------------------------
-    def run(self, ds: str, **kill: str) -> RunResult:
-        """``airflow dags test <dag> <ds>``; ``kill`` sets BULKLOAD_TEST_KILL_* (see kill_points)."""
+    def run(self, ds: str, conf: dict[str, Any] | None = None, **kill: str) -> RunResult:
+        """``airflow dags test <dag> <ds>`` (with ``conf`` as the run's Params, as "Trigger DAG
+        w/ config" gives them); ``kill`` sets BULKLOAD_TEST_KILL_* (see kill_points)."""
         env = self.env() | {f"BULKLOAD_TEST_KILL_{k.upper()}": v for k, v in kill.items()}
+        extra = ["--conf", json.dumps(conf)] if conf else []
         self.runs += 1
         log_path = self.workdir / f"run-{self.runs}.log"
         with open(log_path, "w") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "airflow", "dags", "test", self.dag_id, ds],
+                [sys.executable, "-m", "airflow", "dags", "test", self.dag_id, ds, *extra],
                 env=env,
                 cwd=REPO_ROOT,
                 stdout=log,

@@ -95,3 +95,33 @@ def test_a_bad_row_fails_the_run_restores_everything_and_a_corrected_input_loads
     assert pg_example.snapshot() == before
     rows = pg_example.query("SELECT count(*), count(DISTINCT id) FROM events")[0]
     assert rows == (pg_example.rows + 2, pg_example.rows + 2)
+
+
+def test_the_table_is_the_truth_across_reruns_other_inputs_and_reload(
+    pg_example: ExampleLoad,
+) -> None:
+    """Issue 18 as a UI user meets it: an emptied table is loaded again by a re-run; another
+    ``source`` for a loaded date is refused, and replaces the date only with ``reload``."""
+    files = pg_example.add_input(DS)
+    before = pg_example.snapshot()
+    assert pg_example.run(DS).succeeded
+
+    pg_example.query("TRUNCATE TABLE events")
+    again = pg_example.run(DS)
+    assert again.succeeded, again.tail()
+    assert "the entry is stale" in again.output
+    pg_example.assert_loaded_once(before)
+
+    one_file = f"s3://{pg_example.input_bucket}/{pg_example.input_folder}/{DS}/{files[0].name}"
+    refused = pg_example.run(DS, conf={"source": one_file})
+    assert not refused.succeeded
+    assert "InputAlreadyLoadedError" in refused.output
+    assert pg_example.loaded_checksum() == pg_example.expected_checksum()  # nothing taken out
+
+    replaced = pg_example.run(DS, conf={"source": one_file, "reload": True})
+    assert replaced.succeeded, replaced.tail()
+    file_rows = sum(1 for _ in files[0].open()) - 1  # minus the header
+    assert pg_example.query("SELECT count(*), count(DISTINCT id) FROM events") == [
+        (file_rows, file_rows)
+    ]
+    assert pg_example.snapshot() == before

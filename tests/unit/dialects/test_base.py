@@ -38,3 +38,65 @@ def test_check_identifier_refuses_nul_and_overlong() -> None:
     with pytest.raises(InvalidIdentifierError, match="longer"):
         check_identifier("x" * 64, max_length=63)
     assert check_identifier("x" * 63, max_length=63) == "x" * 63
+
+
+def _info(primary_key: list[str], indexes: list[dict], not_null: set[str]) -> object:
+    from airflow_bulkload.dialects.base import ColumnInfo, IndexInfo, TableInfo
+
+    columns = [ColumnInfo(name=c, data_type="int", nullable=c not in not_null) for c in "abcd"]
+    return TableInfo(
+        table=TableRef(name="t", schema="s"),
+        columns=columns,
+        primary_key=primary_key,
+        indexes=[IndexInfo(name=f"i{n}", definition="", **ix) for n, ix in enumerate(indexes)],
+        constraints=[],
+        referencing_foreign_keys=[],
+        triggers=[],
+        reloptions={},
+        estimated_rows=0,
+        size_bytes=0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("primary_key", "indexes", "not_null", "expected"),
+    [
+        (["a", "b"], [], set(), ["a", "b"]),
+        ([], [{"columns": ["c"], "is_unique": True}], {"c"}, ["c"]),
+        ([], [{"columns": ["c"], "is_unique": True}], set(), []),  # nullable: not a row identity
+        ([], [{"columns": ["c"], "is_unique": False}], {"c"}, []),
+        ([], [{"columns": ["c"], "is_unique": True, "predicate": "c > 0"}], {"c"}, []),
+        ([], [{"columns": ["c"], "is_unique": True, "is_valid": False}], {"c"}, []),
+    ],
+)
+def test_probe_key_is_the_primary_key_else_a_not_null_unique_index(
+    primary_key: list[str], indexes: list[dict], not_null: set[str], expected: list[str]
+) -> None:
+    from airflow_bulkload.dialects.base import probe_key_of
+
+    assert probe_key_of(_info(primary_key, indexes, not_null)) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("deleted", "exact", "refused"),
+    [(10, True, False), (9, True, True), (11, True, True), (9, False, False), (11, False, True)],
+)
+def test_a_withdraw_must_match_the_ledger(deleted: int, exact: bool, refused: bool) -> None:
+    from airflow_bulkload.dialects.base import LedgerEntry, check_withdrawn
+    from airflow_bulkload.exceptions import WithdrawMismatchError
+
+    entry = LedgerEntry("s.t", "k/chunk-00000.csv.gz", "x", 10, 100, "dag/run")
+    table = TableRef(name="t", schema="s")
+    if refused:
+        with pytest.raises(WithdrawMismatchError, match=f"delete {deleted} rows.*loaded 10"):
+            check_withdrawn(entry, "s3://b/k", table, deleted, exact=exact)
+    else:
+        check_withdrawn(entry, "s3://b/k", table, deleted, exact=exact)
+
+
+def test_key_probe_round_trips_through_json() -> None:
+    from airflow_bulkload.dialects.base import KeyProbe
+
+    probe = KeyProbe(["id", "day"], ["1", "2026-01-01"], ["9", "2026-01-02"])
+    assert KeyProbe.from_json(probe.to_json()) == probe
+    assert KeyProbe.from_json(None) is None
