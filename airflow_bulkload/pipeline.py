@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import Asset, Context, TaskGroup
+from airflow.sdk import Asset, Context, Param, TaskGroup
 from airflow.sdk.definitions.taskgroup import TaskGroup as _TaskGroup
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
@@ -47,6 +47,18 @@ from airflow_bulkload.operators.withdraw import WithdrawSupersededChunksOperator
 
 AUTO = "auto"
 BULK_MODES = (AUTO, "off")
+
+
+def reload_param() -> Param:
+    """The ``reload`` DAG Param the example DAGs expose, for ``reload="{{ params.reload }}"``:
+    off by default; "Trigger DAG w/ config" or a backfill turns it on to replace a date's rows."""
+    return Param(
+        False,
+        type="boolean",
+        description="Replace this date's rows: take back every row this DAG loaded for the date "
+        "(by key) and load the input again, exactly once. Off: a date already loaded from a "
+        "different input is refused; the same input is not loaded twice.",
+    )
 
 
 def default_group_id(table: str) -> str:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import os
 
 import pendulum
-from airflow.sdk import DAG, Asset, Param
+from airflow.sdk import DAG, Asset
 
-from airflow_bulkload.pipeline import bulk_load_table
+from airflow_bulkload.pipeline import bulk_load_table, reload_param
 
 CONN_ID = os.environ.get("BULKLOAD_EXAMPLE_PG_CONN", "bulkload_postgres")
 INPUT = os.environ.get("BULKLOAD_EXAMPLE_INPUT", "s3://bulkload-input").rstrip("/")
@@ -30,13 +30,7 @@ with DAG(
     catchup=False,
     tags=["bulkload", "postgres"],
     params={
-        "reload": Param(
-            False,
-            type="boolean",
-            description="Replace this date's rows: take back every row this DAG loaded for the "
-            "date (by key) and load the input again, exactly once. Off: a date already loaded "
-            "from a different input is refused; the same input is not loaded twice.",
-        ),
+        "reload": reload_param(),
     },
 ) as dag:
     for table, folder in TABLES.items():

@@ -75,6 +75,17 @@ def run_load(hook: BulkLoadHook, result: StageResult, *, reload: bool = False) -
     return loaded
 
 
+def loaded(
+    db: TestDatabase, moto: MotoServer, bucket: str, source: Path, *, key: bool = True
+) -> tuple[BulkLoadHook, StageResult]:
+    """``notes`` created, ``source`` staged and loaded once (the first run of the date)."""
+    create_notes(db, key=key)
+    hook = BulkLoadHook(conn_id=db.conn_id)
+    staged = stage_input(moto, bucket, source, key=key)
+    assert not any(r.skipped for r in run_load(hook, staged))
+    return hook, staged
+
+
 def ids(db: TestDatabase) -> list[int]:
     return [r[0] for r in db.query("SELECT id FROM notes ORDER BY id")]
 
@@ -89,10 +100,7 @@ def source(tmp_path: Path) -> Path:
 def test_truncate_then_rerun_loads_the_rows_again(
     any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
 ) -> None:
-    create_notes(any_db)
-    hook = BulkLoadHook(conn_id=any_db.conn_id)
-    staged = stage_input(moto_server, s3_bucket, source)
-    assert not any(r.skipped for r in run_load(hook, staged))
+    hook, staged = loaded(any_db, moto_server, s3_bucket, source)
     any_db.query("TRUNCATE TABLE notes")
 
     again = run_load(hook, staged)
@@ -104,10 +112,7 @@ def test_truncate_then_rerun_loads_the_rows_again(
 def test_drop_and_recreate_then_rerun_loads_the_rows_again(
     any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
 ) -> None:
-    create_notes(any_db)
-    hook = BulkLoadHook(conn_id=any_db.conn_id)
-    staged = stage_input(moto_server, s3_bucket, source)
-    run_load(hook, staged)
+    hook, staged = loaded(any_db, moto_server, s3_bucket, source)
     any_db.query("DROP TABLE notes")
     create_notes(any_db)
 
@@ -119,10 +124,7 @@ def test_drop_and_recreate_then_rerun_loads_the_rows_again(
 def test_deleting_one_chunks_rows_reloads_that_chunk_only(
     any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
 ) -> None:
-    create_notes(any_db)
-    hook = BulkLoadHook(conn_id=any_db.conn_id)
-    staged = stage_input(moto_server, s3_bucket, source)
-    run_load(hook, staged)
+    hook, staged = loaded(any_db, moto_server, s3_bucket, source)
     second = staged.manifest.chunks[1]
     first_id, last_id = int(second.first_key[0]), int(second.last_key[0])  # type: ignore[index]
     # the first and last rows gone, the middle ones still there: reloading must not double them
@@ -137,10 +139,7 @@ def test_deleting_one_chunks_rows_reloads_that_chunk_only(
 def test_a_row_deleted_inside_a_chunk_fails_the_report_with_the_numbers(
     any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
 ) -> None:
-    create_notes(any_db)
-    hook = BulkLoadHook(conn_id=any_db.conn_id)
-    staged = stage_input(moto_server, s3_bucket, source)
-    run_load(hook, staged)
+    hook, staged = loaded(any_db, moto_server, s3_bucket, source)
     middle = int(staged.manifest.chunks[0].first_key[0]) + 1  # type: ignore[index]
     any_db.query(f"DELETE FROM notes WHERE id = {middle}")
 
@@ -155,10 +154,7 @@ def test_a_row_deleted_inside_a_chunk_fails_the_report_with_the_numbers(
 def test_vacuum_full_or_optimize_reloads_nothing(
     any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path, key: bool
 ) -> None:
-    create_notes(any_db, key=key)
-    hook = BulkLoadHook(conn_id=any_db.conn_id)
-    staged = stage_input(moto_server, s3_bucket, source, key=key)
-    run_load(hook, staged)
+    hook, staged = loaded(any_db, moto_server, s3_bucket, source, key=key)
     if any_db.engine == "postgres":
         any_db.query("VACUUM FULL notes")
         any_db.query("CLUSTER notes USING notes_pkey") if key else None
@@ -174,10 +170,7 @@ def test_vacuum_full_or_optimize_reloads_nothing(
 def test_keyless_table_truncated_loads_again(
     any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
 ) -> None:
-    create_notes(any_db, key=False)
-    hook = BulkLoadHook(conn_id=any_db.conn_id)
-    staged = stage_input(moto_server, s3_bucket, source, key=False)
-    run_load(hook, staged)
+    hook, staged = loaded(any_db, moto_server, s3_bucket, source, key=False)
     any_db.query("TRUNCATE TABLE notes")
 
     run_load(hook, staged)
@@ -188,10 +181,7 @@ def test_keyless_table_truncated_loads_again(
 def test_keyless_table_rebuilt_with_rows_missing_is_refused(
     any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
 ) -> None:
-    create_notes(any_db, key=False)
-    hook = BulkLoadHook(conn_id=any_db.conn_id)
-    staged = stage_input(moto_server, s3_bucket, source, key=False)
-    run_load(hook, staged)
+    hook, staged = loaded(any_db, moto_server, s3_bucket, source, key=False)
     any_db.query("DELETE FROM notes WHERE id <= 10")
     any_db.query("VACUUM FULL notes" if any_db.engine == "postgres" else "OPTIMIZE TABLE notes")
 
