@@ -109,6 +109,10 @@ def bulk_load_table(
     outlets: Sequence[Asset] | None = None,
     reboot_policy: str = "never",
     reload: bool | str = False,
+    teardown_retries: int = 5,
+    teardown_retry_delay: timedelta = timedelta(seconds=15),
+    restore_timeout: timedelta | None = timedelta(hours=6),
+    exit_bulk_mode_timeout: timedelta | None = timedelta(hours=1),
 ) -> TaskGroup:
     """Build the task group that bulk loads ``source`` into ``table`` (see the module docstring).
 
@@ -157,6 +161,14 @@ def bulk_load_table(
         DAG w/ config" and backfills (``reload="{{ params.reload }}"``). Without it, a second,
         different input for a date whose load completed is refused; a failed load's chunks are
         taken back out when its input is corrected.
+    :param teardown_retries: retries of ``restore_table`` and ``exit_bulk_mode``, with
+        exponential backoff from ``teardown_retry_delay``: a lost connection must not leave the
+        table without its indexes or the server in bulk mode until someone clears the task (both
+        are idempotent: a retry finishes what an attempt started).
+    :param teardown_retry_delay: the first wait before a teardown's retry.
+    :param restore_timeout: ``execution_timeout`` of ``restore_table`` (index rebuilds of a big
+        table take hours: size it for yours); ``None`` for none.
+    :param exit_bulk_mode_timeout: ``execution_timeout`` of ``exit_bulk_mode``.
     """
     if method not in LOAD_METHODS:
         raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
@@ -258,7 +270,19 @@ def bulk_load_table(
             **timing,
         )
         checkpoint = CheckpointOperator(task_id="checkpoint", conn_id=conn_id, **timing)
-        restore = RestoreTableOperator(task_id="restore_table", table=table, conn_id=conn_id)
+        teardown: dict[str, Any] = {
+            "retries": teardown_retries,
+            "retry_delay": teardown_retry_delay,
+            "retry_exponential_backoff": True,
+            "max_retry_delay": timedelta(minutes=10),
+        }
+        restore = RestoreTableOperator(
+            task_id="restore_table",
+            table=table,
+            conn_id=conn_id,
+            execution_timeout=restore_timeout,
+            **teardown,
+        )
 
         enter: EnterBulkModeOperator | None = None
         exit_: ExitBulkModeOperator | None = None
@@ -268,7 +292,12 @@ def bulk_load_table(
                 "reboot_policy": reboot_policy,
             }
             enter = EnterBulkModeOperator(task_id="enter_bulk_mode", **bulk, **timing)
-            exit_ = ExitBulkModeOperator(task_id="exit_bulk_mode", **bulk)
+            exit_ = ExitBulkModeOperator(
+                task_id="exit_bulk_mode",
+                execution_timeout=exit_bulk_mode_timeout,
+                **bulk,
+                **teardown,
+            )
 
         # report name -> task, in pipeline order
         stages = {

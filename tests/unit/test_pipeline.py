@@ -1,0 +1,44 @@
+"""bulk_load_table's wiring: what each generated task is given."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_bulkload.pipeline import bulk_load_table
+
+
+def test_the_pipeline_wires_reload_and_the_reports_table_check() -> None:
+    with DAG("wiring", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
+        bulk_load_table(
+            table="public.t",
+            conn_id="pg",
+            source="s3://in/x/",
+            staging="s3://stage/x",
+            reload="{{ params.reload }}",
+        )
+    withdraw = dag.get_task("load_public_t.withdraw_superseded")
+    report = dag.get_task("load_public_t.report")
+    assert withdraw.reload == "{{ params.reload }}"  # type: ignore[attr-defined]
+    assert "reload" in withdraw.template_fields
+    assert report.conn_id == "pg"  # type: ignore[attr-defined]
+    assert report.manifest is not None  # type: ignore[attr-defined]
+
+
+def test_the_pipeline_gives_its_teardowns_retries_backoff_and_timeouts() -> None:
+    with DAG("teardowns", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
+        bulk_load_table(
+            table="public.t",
+            conn_id="pg",
+            source="s3://in/x/",
+            staging="s3://stage/x",
+            restore_timeout=timedelta(hours=2),
+        )
+    for task_id, timeout in (("restore_table", 2), ("exit_bulk_mode", 1)):
+        task = dag.get_task(f"load_public_t.{task_id}")
+        assert task.retries == 5
+        assert task.retry_exponential_backoff
+        assert task.execution_timeout == timedelta(hours=timeout)
+        assert task.is_teardown
