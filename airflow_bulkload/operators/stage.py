@@ -55,7 +55,10 @@ class StageToS3Operator(BaseOperator):
     ``temp_dir``: the downloaded S3 inputs (their stored size) + the normalized input (about its
     uncompressed size) + when sorting DuckDB's spill (up to the uncompressed size again) + two
     chunks. So about 1x the uncompressed input unsorted and 2x sorted; the operator checks the free
-    space before starting and fails with the numbers when it is short.
+    space before starting and fails with the numbers when it is short. The files live in a
+    directory of the attempt under ``<temp_dir>/bulkload-staging/``, removed when it ends; one a
+    killed attempt (kill -9, a lost worker) left behind is removed by the next staging task on
+    that worker.
 
     :param source: local path/glob, ``s3://bucket/key``, ``s3://bucket/prefix/`` or
         ``s3://bucket/prefix/*.csv.gz``, or a list of them.
@@ -232,6 +235,15 @@ class StageToS3Operator(BaseOperator):
             run=run,
             options=options,
             resources=resources,
+            work_owner="/".join(
+                str(part)
+                for part in (
+                    context["dag"].dag_id,
+                    context["ti"].task_id,
+                    context.get("run_id"),
+                    getattr(context["ti"], "map_index", -1),
+                )
+            ),
         )
         context["ti"].xcom_push(key=MANIFEST_URI_XCOM_KEY, value=result.manifest_uri)
         return [chunk.to_dict() for chunk in result.manifest.chunks]

@@ -34,6 +34,7 @@ from airflow_bulkload.staging.planning import (
 )
 from airflow_bulkload.staging.sources import materialize, resolve_sources
 from airflow_bulkload.staging.splitter import SplitProgress, split_into_chunks
+from airflow_bulkload.staging.workdir import staging_workdir
 
 log = logging.getLogger(__name__)
 
@@ -167,11 +168,14 @@ def stage(
     run: str,
     options: StagingOptions,
     resources: Resources | None = None,
+    work_owner: str | None = None,
 ) -> StageResult:
     """Stage ``source`` under a deterministic prefix and return its manifest.
 
     A complete manifest for the same input fingerprint means the work is done: nothing is read
-    and it is returned as is. Anything else under the prefix (chunks of an interrupted attempt,
+    and it is returned as is. Local files go to a working directory of this attempt (see
+    :mod:`~airflow_bulkload.staging.workdir`; ``work_owner`` names the task instance in it),
+    removed at the end, or by a later staging call on the worker if this one is killed. Anything else under the prefix (chunks of an interrupted attempt,
     a manifest that does not match) is deleted before staging, so chunks are never mixed.
     """
     resources = resources or Resources()
@@ -211,8 +215,7 @@ def stage(
         _check_temp_space(temp_root, sources, options)
 
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="bulkload-stage-", dir=temp_root) as work:
-        work_dir = Path(work)
+    with staging_workdir(temp_root, work_owner or f"{dag_id}/{table}/{run}") as work_dir:
         local = materialize(sources, work_dir / "input", s3, log)
         names = {str(p): s.location for p, s in zip(local, sources, strict=True)}
         normalized_path = work_dir / "normalized.csv"
