@@ -98,6 +98,7 @@ def bulk_load_table(
     rds_cluster: str | None = None,
     bulk_mode: str | dict[str, Any] = AUTO,
     drop_indexes: bool | str = AUTO,
+    drop_primary_key: bool | str = AUTO,
     sort_by_primary_key: bool | str = AUTO,
     chunk_size: str | int = "256MB",
     parallelism: int | str = AUTO,
@@ -138,14 +139,20 @@ def bulk_load_table(
         settings overriding the defaults. Without ``rds_instance`` the server's own settings are
         changed (ALTER SYSTEM / SET GLOBAL), which needs a privileged user.
     :param drop_indexes: ``"auto"`` (pre-flight decides from incoming vs existing size), or
-        ``True``/``False``.
+        ``True``/``False``: an explicit value is what runs, whatever pre-flight advises (it may
+        warn).
+    :param drop_primary_key: ``"auto"`` drops the primary key and unique indexes (with the other
+        indexes) only when the table is empty: on a table holding rows they stay, so a second
+        copy of a row fails its chunk instead of committing. ``True`` drops them anyway (restore
+        empties a formerly empty table whose load broke them); ``False`` keeps them.
     :param sort_by_primary_key: stage the input sorted by the table's primary key (tables without
         one are staged unsorted). ``"auto"`` (default): on MySQL only, where InnoDB's clustered
         key makes key order pay; a PostgreSQL heap gains nothing worth the sort.
     :param chunk_size: target uncompressed chunk size, e.g. ``"256MB"``.
     :param parallelism: how many chunks load at once: ``"auto"`` (pre-flight's recommendation for
-        the instance's vCPUs, enforced by load slots on the database server) or an int (also
-        Airflow's ``max_active_tis_per_dagrun`` on the load task).
+        the instance's vCPUs, enforced by load slots on the database server) or an int (what
+        runs, whatever pre-flight advises; also Airflow's ``max_active_tis_per_dagrun`` on the
+        load task).
     :param vcpus: the server's vCPUs, for a self-managed server (RDS classes are known).
     :param fail_on: pre-flight severities that fail the run (``"error"``, ``"warn"``, ``None``).
     :param load_retries: retries of each chunk load (safe: the ledger makes them exactly-once).
@@ -180,8 +187,9 @@ def bulk_load_table(
         raise ValueError(f"parallelism must be 'auto' or a positive int, got {parallelism!r}")
     if isinstance(parallelism, int) and parallelism < 1:
         raise ValueError(f"parallelism must be at least 1, got {parallelism}")
-    if isinstance(drop_indexes, str) and drop_indexes != AUTO:
-        raise ValueError(f"drop_indexes must be 'auto', True or False, got {drop_indexes!r}")
+    for name, value in (("drop_indexes", drop_indexes), ("drop_primary_key", drop_primary_key)):
+        if isinstance(value, str) and value != AUTO:
+            raise ValueError(f"{name} must be 'auto', True or False, got {value!r}")
 
     timing: dict[str, Any] = {"pre_execute": record_start, "post_execute": record_end}
     bulk_target: dict[str, Any] = {
@@ -244,7 +252,11 @@ def bulk_load_table(
             task_id="prepare_table",
             table=table,
             conn_id=conn_id,
-            drop_indexes=_plan_value(preflight.task_id, "drop_indexes"),
+            # an explicit argument wins over pre-flight's advice
+            drop_indexes=drop_indexes
+            if isinstance(drop_indexes, bool)
+            else _plan_value(preflight.task_id, "drop_indexes"),
+            drop_primary_key=drop_primary_key,
             manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
             aws_conn_id=aws_conn_id,
             claim_timeout=table_claim_timeout.total_seconds(),
@@ -256,7 +268,9 @@ def bulk_load_table(
             conn_id=conn_id,
             aws_conn_id=aws_conn_id,
             method=method,
-            max_concurrent_loads=_plan_value(preflight.task_id, "parallelism"),
+            max_concurrent_loads=parallelism
+            if isinstance(parallelism, int)
+            else _plan_value(preflight.task_id, "parallelism"),
             retries=load_retries,
             retry_delay=load_retry_delay,
             max_active_tis_per_dagrun=parallelism if isinstance(parallelism, int) else None,

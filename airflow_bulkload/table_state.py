@@ -29,7 +29,6 @@ from typing import Any
 from airflow_bulkload.advice.models import InputSummary, PreflightInputs
 from airflow_bulkload.advice.plan import (
     DROP_INDEXES_MIN_RATIO,
-    SMALL_TABLE_BYTES,
     should_drop_indexes,
 )
 from airflow_bulkload.bulk_mode_policy import LeaseKey
@@ -179,6 +178,12 @@ class DropDecision:
     drop_primary_key: bool
     drop_foreign_keys: bool
     reasons: dict[str, str] = field(default_factory=dict)
+    #: secondary UNIQUE indexes go too (they are guards like the primary key)
+    drop_unique: bool = False
+    #: the table held no row when prepare first saw it (exact, not from statistics)
+    table_empty: bool | None = None
+    #: rows the chunk ledger recorded for the table at that moment
+    ledger_rows_before: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -190,6 +195,10 @@ class DropDecision:
             drop_primary_key=bool(data["drop_primary_key"]),
             drop_foreign_keys=bool(data["drop_foreign_keys"]),
             reasons=dict(data.get("reasons") or {}),
+            # a state saved before unique indexes were guards dropped them with the others
+            drop_unique=bool(data.get("drop_unique", data["drop_indexes"])),
+            table_empty=data.get("table_empty"),
+            ledger_rows_before=data.get("ledger_rows_before"),
         )
 
 
@@ -201,15 +210,26 @@ def decide_drops(
     drop_indexes: bool | None,
     drop_primary_key: bool | None,
     drop_foreign_keys: bool | None,
+    table_empty: bool | None = None,
+    drop_unique_indexes: bool | None = None,
 ) -> DropDecision:
     """Resolve the three knobs (``None`` = auto).
+
+    Unique keys are guards: with them in place a second copy of a row fails its chunk instead of
+    committing. So the primary key and secondary UNIQUE indexes are dropped, on auto, only when
+    the table is verifiably empty (``table_empty``, an exact check), where a duplicate can only
+    come from the input itself and the rebuild catches it before the run ends green (restore then
+    empties the table again); ``drop_primary_key=True`` drops them anyway, ``False`` keeps them;
+    ``drop_unique_indexes`` decides the secondary unique indexes alone (auto: as the primary key).
 
     * indexes, auto: :func:`airflow_bulkload.advice.plan.should_drop_indexes` — drop when the
       table is (nearly) empty (< ``SMALL_TABLE_BYTES``) or the incoming data is at least
       ``DROP_INDEXES_MIN_RATIO`` of the table's size (data + indexes); keep when unknown.
     * primary key, auto: PostgreSQL only, when secondary indexes go too (or there are none) and the
-      table is empty/tiny or the input is ``DROP_PRIMARY_KEY_MIN_RATIO`` x the table. Never on
-      MySQL: InnoDB clusters rows by the PK, dropping it rebuilds the table (``True`` is refused).
+      table is empty. Never on MySQL: InnoDB clusters rows by the PK, dropping it rebuilds the
+      table (``True`` is refused).
+    * secondary unique indexes: with the other indexes, when the table is empty or the primary
+      key is dropped on request.
     * foreign keys, auto: PostgreSQL drops them (both directions) with the indexes; MySQL keeps
       them (the load session runs with ``foreign_key_checks = 0`` already).
     """
@@ -231,34 +251,41 @@ def decide_drops(
             "index, dropping it rebuilds the whole table (and re-adding rebuilds it again)"
         )
     if drop_primary_key is None:
-        ratio = (incoming_bytes or 0) / max(info.size_bytes, 1)
-        tiny = info.size_bytes < SMALL_TABLE_BYTES or ratio >= DROP_PRIMARY_KEY_MIN_RATIO
         if is_mysql:
             drop_pk, why = False, "MySQL/InnoDB: the primary key is the clustered index; kept"
         elif not has_pk:
             drop_pk, why = False, "the table has no primary key"
         elif not (drop_ix or not info.secondary_indexes):
             drop_pk, why = False, "secondary indexes are kept, so the primary key is kept too"
-        elif not tiny:
+        elif table_empty is not True:
             drop_pk, why = (
                 False,
-                (
-                    f"the input is {ratio:.1f}x the table (< {DROP_PRIMARY_KEY_MIN_RATIO:g}x): "
-                    "rebuilding the primary key would sort the whole table"
-                ),
+                "the table holds rows: the primary key stays to reject a second copy of a row "
+                "(a re-delivered file, an overlapping input) chunk by chunk",
             )
         else:
             drop_pk, why = (
                 True,
-                (
-                    "the table is empty or tiny relative to the input: drop everything incl. the "
-                    "primary key and rebuild in parallel sessions"
-                ),
+                "the table is empty: drop everything incl. the primary key and rebuild in "
+                "parallel sessions (a duplicate in the input fails the rebuild; restore then "
+                "empties the table again)",
             )
         reasons["drop_primary_key"] = why + " (auto)"
     else:
         drop_pk = drop_primary_key and has_pk
         reasons["drop_primary_key"] = f"forced {drop_primary_key}"
+    if drop_unique_indexes is None:
+        drop_unique = drop_ix and (
+            drop_primary_key is True or (drop_primary_key is None and table_empty is True)
+        )
+    else:
+        drop_unique = drop_ix and drop_unique_indexes
+    if drop_ix:
+        reasons["drop_unique"] = (
+            "unique indexes dropped with the others" + (" (table empty)" if table_empty else "")
+            if drop_unique
+            else "unique indexes kept: they reject a second copy of a row while the table holds rows"
+        )
 
     if drop_foreign_keys is None:
         if is_mysql:
@@ -274,7 +301,9 @@ def decide_drops(
     else:
         drop_fk = drop_foreign_keys
         reasons["drop_foreign_keys"] = f"forced {drop_foreign_keys}"
-    return DropDecision(drop_ix, bool(drop_pk), drop_fk, reasons)
+    return DropDecision(
+        drop_ix, bool(drop_pk), drop_fk, reasons, drop_unique=drop_unique, table_empty=table_empty
+    )
 
 
 # -- plans ------------------------------------------------------------------------------------------
@@ -303,8 +332,15 @@ def plan_drops(
     indexes = [ix for ix in saved["indexes"] if not ix["is_primary"]]
     indexes += [ix for ix in saved["indexes"] if ix["is_primary"]]
     for ix in indexes:
-        wanted = decision.drop_primary_key if ix["is_primary"] else decision.drop_indexes
+        if ix["is_primary"]:
+            wanted = decision.drop_primary_key
+        elif ix.get("is_unique"):
+            wanted = decision.drop_indexes and decision.drop_unique
+        else:
+            wanted = decision.drop_indexes
         if not wanted:
+            if ix.get("is_unique") and not ix["is_primary"] and decision.drop_indexes:
+                notes.append(f"{ix['name']}: a unique index guards against duplicates; kept")
             continue
         if ix.get("constraint_kind") == "x":
             notes.append(f"{ix['name']}: backs an exclusion constraint; kept")

@@ -14,7 +14,8 @@ def evaluate(inputs: PreflightInputs, *, ignore_rules: Iterable[str] = ()) -> Pr
     """The findings and the recommended plan for ``inputs``.
 
     Rules judge the plan the load will run with (the author's explicit knobs over the recommended
-    ones); the report carries the recommended plan itself. ``ignore_rules`` drops findings by rule id.
+    ones), and that is the report's ``plan``: an explicit argument always wins, advice only warns.
+    The report carries the recommended plan too. ``ignore_rules`` drops findings by rule id.
     """
     if inputs.engine not in ("postgres", "mysql"):
         raise ValueError(f"engine must be 'postgres' or 'mysql', got {inputs.engine!r}")
@@ -33,5 +34,9 @@ def evaluate(inputs: PreflightInputs, *, ignore_rules: Iterable[str] = ()) -> Pr
     )
     check_no_anti_patterns(findings)
     return PreflightReport(
-        table=str(inputs.table.table), engine=inputs.engine, findings=findings, plan=recommended
+        table=str(inputs.table.table),
+        engine=inputs.engine,
+        findings=findings,
+        plan=effective,
+        recommended=recommended,
     )

@@ -244,15 +244,25 @@ class LoadPlan:
     ) -> LoadPlan:
         """The plan with the author's explicit knobs applied; ``"auto"``/``None`` keep the plan's."""
 
-        def pick(value: Any, planned: Any, cast: Any) -> Any:
-            return planned if value is None or value == AUTO else cast(value)
+        rationale = dict(self.rationale)
+
+        def pick(name: str, value: Any, planned: Any, cast: Any) -> Any:
+            if value is None or value == AUTO:
+                return planned
+            chosen = cast(value)
+            if chosen != planned:
+                rationale[name] = (
+                    f"set by the DAG author (advice: {planned}: {rationale.get(name, '')})"
+                )
+            return chosen
 
         return replace(
             self,
-            parallelism=pick(parallelism, self.parallelism, int),
-            drop_indexes=pick(drop_indexes, self.drop_indexes, _as_bool),
-            sort=pick(sort, self.sort, _as_bool),
-            chunk_size=pick(chunk_size, self.chunk_size, int),
+            parallelism=pick("parallelism", parallelism, self.parallelism, int),
+            drop_indexes=pick("drop_indexes", drop_indexes, self.drop_indexes, _as_bool),
+            sort=pick("sort", sort, self.sort, _as_bool),
+            chunk_size=pick("chunk_size", chunk_size, self.chunk_size, int),
+            rationale=rationale,
         )
 
 
@@ -283,12 +293,14 @@ def failing_severities(fail_on: FailOn) -> set[Severity]:
 
 @dataclass(frozen=True)
 class PreflightReport:
-    """The findings and the recommended plan for one table."""
+    """The findings and the plan for one table: ``plan`` is what runs (the author's explicit
+    knobs over the advice), ``recommended`` what pre-flight would choose with every knob auto."""
 
     table: str
     engine: str
     findings: tuple[Finding, ...]
     plan: LoadPlan
+    recommended: LoadPlan | None = None
 
     def by_severity(self, *severities: Severity) -> list[Finding]:
         return [f for f in self.findings if f.severity in severities]
@@ -306,6 +318,7 @@ class PreflightReport:
             "engine": self.engine,
             "findings": [f.to_dict() for f in self.findings],
             "plan": self.plan.to_dict(),
+            "recommended": (self.recommended or self.plan).to_dict(),
             "counts": {s.value: len(self.by_severity(s)) for s in Severity},
         }
 
@@ -316,6 +329,9 @@ class PreflightReport:
             engine=data["engine"],
             findings=tuple(Finding.from_dict(f) for f in data["findings"]),
             plan=LoadPlan.from_dict(data["plan"]),
+            recommended=LoadPlan.from_dict(data["recommended"])
+            if data.get("recommended")
+            else None,
         )
 
     def format_table(self, width: int = 110) -> str:

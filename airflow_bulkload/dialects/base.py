@@ -352,6 +352,14 @@ class Dialect(abc.ABC):
         """Exact ``count(*)`` of ``table``."""
 
     @abc.abstractmethod
+    def ledger_rows(self, conn: Any, table: TableRef) -> int:
+        """The rows the chunk ledger says are in ``table``, over all its entries."""
+
+    @abc.abstractmethod
+    def empty_table(self, conn: Any, table: TableRef) -> None:
+        """``TRUNCATE`` the table (only ever a table that was empty before this load)."""
+
+    @abc.abstractmethod
     def read_load_record(
         self, conn: Any, table: TableRef, staging_prefix: str
     ) -> LoadRecord | None:

@@ -820,6 +820,20 @@ class MySqlDialect(Dialect):
     def count_rows(self, conn: Any, table: TableRef) -> int:
         return int(_scalar(conn, f"SELECT COUNT(*) FROM {quote_table(table)}") or 0)  # noqa: S608 (quoted)
 
+    def ledger_rows(self, conn: Any, table: TableRef) -> int:
+        total = _scalar(
+            conn,
+            f"SELECT COALESCE(SUM(`row_count`), 0) FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+            "WHERE `table_name` = %s",
+            (str(table),),
+        )
+        conn.commit()  # end the read's snapshot
+        return int(total or 0)
+
+    def empty_table(self, conn: Any, table: TableRef) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(f"TRUNCATE TABLE {quote_table(table)}")
+
     def read_load_record(
         self, conn: Any, table: TableRef, staging_prefix: str
     ) -> LoadRecord | None:

@@ -567,6 +567,21 @@ class PostgresDialect(Dialect):
             row = cur.fetchone()
         return int(row[0]) if row else 0
 
+    def ledger_rows(self, conn: Any, table: TableRef) -> int:
+        with self._read(conn) as cur:
+            cur.execute(
+                sql.SQL(
+                    "SELECT coalesce(sum(rows), 0) FROM {}.chunk_ledger WHERE table_name = %s"
+                ).format(_S),
+                (str(table),),
+            )
+            row = cur.fetchone()
+        return int(row[0]) if row else 0
+
+    def empty_table(self, conn: Any, table: TableRef) -> None:
+        with self.transaction(conn):
+            conn.execute(sql.SQL("TRUNCATE TABLE {}").format(table_identifier(table)))
+
     def read_load_record(
         self, conn: Any, table: TableRef, staging_prefix: str
     ) -> LoadRecord | None:

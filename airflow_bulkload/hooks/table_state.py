@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
+from dataclasses import replace
 from typing import Any
 
 from airflow_bulkload.advice.plan import DEFAULT_PARALLELISM
@@ -71,6 +72,7 @@ class TableStateHook(BulkLoadHook):
         drop_indexes: bool | None = None,
         drop_primary_key: bool | None = None,
         drop_foreign_keys: bool | None = None,
+        drop_unique_indexes: bool | None = None,
         incoming_bytes: int | None = None,
         claim_timeout: float = 0.0,
         claim_poll_interval: float = 5.0,
@@ -105,7 +107,10 @@ class TableStateHook(BulkLoadHook):
                     drop_indexes=drop_indexes,
                     drop_primary_key=drop_primary_key,
                     drop_foreign_keys=drop_foreign_keys,
+                    table_empty=dialect.table_is_empty(conn, ref),
+                    drop_unique_indexes=drop_unique_indexes,
                 )
+                decision = replace(decision, ledger_rows_before=dialect.ledger_rows(conn, ref))
                 saved = dialect.table_snapshot(conn, ref)
                 with dialect.transaction(conn):
                     dialect.write_table_state(
@@ -260,7 +265,16 @@ class TableStateHook(BulkLoadHook):
                 return {**result, "status": status, "rebuilt": {}, "seconds": {}}
             saved = state["saved"]
             started = time.monotonic()
-            seconds = self._rebuild(conn, ref, saved, load_id, parallelism, maintenance_work_mem)
+            try:
+                seconds = self._rebuild(
+                    conn, ref, saved, load_id, parallelism, maintenance_work_mem
+                )
+            except DuplicateKeyError as exc:
+                if verb != "restore" or not self._take_back_load(conn, ref, state, exc):
+                    raise
+                seconds = self._rebuild(
+                    conn, ref, saved, load_id, parallelism, maintenance_work_mem
+                )
             changes = dialect.restore_reloptions(conn, ref, saved)
             if changes:
                 self.log.info("%s: reloptions restored: %s", ref, ", ".join(changes))
@@ -288,6 +302,40 @@ class TableStateHook(BulkLoadHook):
             "reloptions": changes,
             "total_seconds": round(total, 3),
         }
+
+    def _take_back_load(
+        self, conn: Any, ref: TableRef, state: dict[str, Any], error: DuplicateKeyError
+    ) -> bool:
+        """Restore after the load's own rows broke a unique key it had dropped: when the table
+        was empty at prepare and holds exactly the rows loaded since (by the ledger), empty it
+        again, so the keys rebuild and the table is as it was before the run. Anything else
+        (rows from elsewhere) is left for a person: False."""
+        dialect = self.dialect
+        decision = DropDecision.from_dict(state["decision"])
+        if not decision.table_empty or decision.ledger_rows_before is None:
+            return False
+        loaded = dialect.ledger_rows(conn, ref) - decision.ledger_rows_before
+        in_table = dialect.count_rows(conn, ref)
+        if in_table != loaded:
+            self.log.error(
+                "%s: %s, and the table holds %d rows where this load committed %d: not emptying "
+                "it; remove the duplicates by hand",
+                ref,
+                error,
+                in_table,
+                loaded,
+            )
+            return False
+        self.log.error(
+            "%s: %s. The table was empty before this load and holds only its %d rows: taking "
+            "them back out so the keys rebuild and the table is as before the run; the next run "
+            "reloads the input (its ledger entries no longer match the table)",
+            ref,
+            error,
+            in_table,
+        )
+        dialect.empty_table(conn, ref)
+        return True
 
     def _rebuild(
         self,

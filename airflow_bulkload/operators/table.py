@@ -80,9 +80,13 @@ class PrepareTableOperator(_TableOperator):
         ``advice.plan.DROP_INDEXES_MIN_RATIO`` (50 %) of the table's size (data + indexes); with
         the input size unknown, a non-empty table keeps them.
     :param drop_primary_key: ``"auto"``: PostgreSQL drops the PK too when the secondary indexes go
-        (or there are none) and the table is empty/tiny (``DROP_PRIMARY_KEY_MIN_RATIO`` x smaller
-        than the input); it is rebuilt as ``CREATE UNIQUE INDEX`` + ``ADD PRIMARY KEY USING
-        INDEX``. MySQL never drops it (InnoDB's clustered index); ``True`` is refused there.
+        (or there are none) and the table is empty (checked exactly): unique keys are guards, and
+        on a table holding rows they stay to reject a second copy of a row chunk by chunk. It is
+        rebuilt as ``CREATE UNIQUE INDEX`` + ``ADD PRIMARY KEY USING INDEX``; if the load's own
+        rows break it, restore empties the (formerly empty) table again. MySQL never drops it
+        (InnoDB's clustered index); ``True`` is refused there.
+    :param drop_unique_indexes: secondary UNIQUE indexes; ``"auto"``: as the primary key (on an
+        empty table, or when ``drop_primary_key`` is ``True``), with ``drop_indexes``.
     :param drop_foreign_keys: ``"auto"``: PostgreSQL drops the foreign keys from and to the table
         when indexes are dropped; MySQL keeps them (the load runs with ``foreign_key_checks = 0``).
         An index a kept foreign key needs is kept.
@@ -100,6 +104,7 @@ class PrepareTableOperator(_TableOperator):
         "drop_indexes",
         "drop_primary_key",
         "drop_foreign_keys",
+        "drop_unique_indexes",
         "incoming_bytes",
         "manifest",
         "load_id",
@@ -113,6 +118,7 @@ class PrepareTableOperator(_TableOperator):
         drop_indexes: bool | str = "auto",
         drop_primary_key: bool | str = "auto",
         drop_foreign_keys: bool | str = "auto",
+        drop_unique_indexes: bool | str = "auto",
         incoming_bytes: int | str | None = None,
         manifest: str | None = None,
         aws_conn_id: str | None = "aws_default",
@@ -125,12 +131,14 @@ class PrepareTableOperator(_TableOperator):
             ("drop_indexes", drop_indexes),
             ("drop_primary_key", drop_primary_key),
             ("drop_foreign_keys", drop_foreign_keys),
+            ("drop_unique_indexes", drop_unique_indexes),
         ):
             if not (isinstance(value, str) and "{{" in value):
                 parse_flag(value, name)  # fail at parse time on a literal typo
         self.drop_indexes = drop_indexes
         self.drop_primary_key = drop_primary_key
         self.drop_foreign_keys = drop_foreign_keys
+        self.drop_unique_indexes = drop_unique_indexes
         self.incoming_bytes = incoming_bytes
         self.manifest = manifest
         self.aws_conn_id = aws_conn_id
@@ -149,6 +157,7 @@ class PrepareTableOperator(_TableOperator):
             drop_indexes=drop_indexes,
             drop_primary_key=drop_primary_key,
             drop_foreign_keys=drop_foreign_keys,
+            drop_unique_indexes=parse_flag(self.drop_unique_indexes, "drop_unique_indexes"),
             incoming_bytes=incoming,
             claim_timeout=self.claim_timeout,
         )

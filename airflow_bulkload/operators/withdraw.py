@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+from airflow_bulkload.table_state import parse_flag
 
 
 class WithdrawSupersededChunksOperator(BaseOperator):
@@ -59,7 +60,7 @@ class WithdrawSupersededChunksOperator(BaseOperator):
         self.load_id = load_id
 
     def execute(self, context: Context) -> dict[str, Any]:
-        reload = parse_flag(self.reload, "reload")
+        reload = bool(parse_flag(self.reload, "reload"))
         load_id = self.load_id or f"{context['dag'].dag_id}/{context['run_id']}"
         hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
         result = hook.reconcile(self.table, self.manifest, reload=reload, load_id=load_id)
@@ -80,15 +81,3 @@ class WithdrawSupersededChunksOperator(BaseOperator):
                 ", ".join(result.stale[:5]),
             )
         return result.to_dict()
-
-
-def parse_flag(value: Any, name: str) -> bool:
-    """A boolean knob that may arrive as a rendered template string (``"True"``, ``"false"``)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off", "", "none"):
-        return False
-    raise ValueError(f"{name} must be true or false, got {value!r}")

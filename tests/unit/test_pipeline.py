@@ -42,3 +42,22 @@ def test_the_pipeline_gives_its_teardowns_retries_backoff_and_timeouts() -> None
         assert task.retry_exponential_backoff
         assert task.execution_timeout == timedelta(hours=timeout)
         assert task.is_teardown
+
+
+def test_explicit_knobs_are_what_runs_not_the_advice() -> None:
+    with DAG("explicit", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
+        bulk_load_table(
+            table="public.t",
+            conn_id="pg",
+            source="s3://in/x/",
+            staging="s3://stage/x",
+            drop_indexes=False,
+            drop_primary_key=False,
+            parallelism=3,
+        )
+    prepare = dag.get_task("load_public_t.prepare_table")
+    assert prepare.drop_indexes is False  # type: ignore[attr-defined]
+    assert prepare.drop_primary_key is False  # type: ignore[attr-defined]
+    load = dag.get_task("load_public_t.load")
+    assert load.partial_kwargs["max_concurrent_loads"] == 3  # type: ignore[attr-defined]
+    assert load.partial_kwargs["max_active_tis_per_dagrun"] == 3  # type: ignore[attr-defined]

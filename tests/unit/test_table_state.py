@@ -113,8 +113,15 @@ def test_normalise_ddl() -> None:
 
 def test_auto_on_an_empty_postgres_table_drops_everything() -> None:
     decision = decide_drops(
-        "postgres", info(0), None, drop_indexes=None, drop_primary_key=None, drop_foreign_keys=None
+        "postgres",
+        info(0),
+        None,
+        drop_indexes=None,
+        drop_primary_key=None,
+        drop_foreign_keys=None,
+        table_empty=True,
     )
+    assert decision.drop_unique
     assert (decision.drop_indexes, decision.drop_primary_key, decision.drop_foreign_keys) == (
         True,
         True,
@@ -153,8 +160,36 @@ def test_auto_drops_secondary_but_keeps_the_pk_for_a_medium_input() -> None:
         drop_indexes=None,
         drop_primary_key=None,
         drop_foreign_keys=None,
+        table_empty=False,
     )
-    assert big.drop_primary_key
+    # unique keys are guards: a table holding rows keeps them however large the input
+    assert big.drop_indexes and not big.drop_primary_key and not big.drop_unique
+    assert "second copy" in big.reasons["drop_primary_key"]
+
+
+def test_unique_keys_go_only_on_an_empty_table_or_when_asked() -> None:
+    def decide(empty: bool | None, pk: bool | None) -> tuple[bool, bool]:
+        d = decide_drops(
+            "postgres",
+            info(0),
+            None,
+            drop_indexes=True,
+            drop_primary_key=pk,
+            drop_foreign_keys=None,
+            table_empty=empty,
+        )
+        return d.drop_primary_key, d.drop_unique
+
+    assert decide(True, None) == (True, True)
+    assert decide(False, None) == (False, False)
+    assert decide(None, None) == (False, False)  # unknown counts as not empty
+    assert decide(False, True) == (True, True)  # the author asked
+    assert decide(True, False) == (False, False)
+
+
+def test_a_state_saved_before_unique_guards_keeps_its_decision() -> None:
+    old = {"drop_indexes": True, "drop_primary_key": False, "drop_foreign_keys": True}
+    assert DropDecision.from_dict(old).drop_unique
 
 
 def test_mysql_keeps_pk_and_fks_in_auto_and_refuses_a_forced_pk_drop() -> None:

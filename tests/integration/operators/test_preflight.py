@@ -85,7 +85,10 @@ def test_operator_reports_manifest_findings_and_plan(
     assert state == "success"
     report = _xcom(state, value)
     assert {"secondary_indexes", "chunk_size", "parallelism"} <= report.rules()
-    assert report.plan.parallelism == 7 and report.plan.drop_indexes
+    # the author's explicit parallelism is what runs; the advice (7) warns and is kept beside it
+    assert report.plan.parallelism == 16 and report.plan.drop_indexes
+    assert report.recommended is not None and report.recommended.parallelism == 7
+    assert "set by the DAG author" in report.plan.rationale["parallelism"]
 
 
 def test_operator_fails_on_chosen_severity(airflow_db: Path, mysql_db: TestDatabase) -> None:

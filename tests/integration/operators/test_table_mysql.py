@@ -92,7 +92,7 @@ def test_auto_keeps_fks_and_the_indexes_they_need(
     mysql_db: TestDatabase, items: dict[str, Any]
 ) -> None:
     hook = TableStateHook(conn_id=mysql_db.conn_id)
-    prepared = hook.prepare("items", load_id="M1", incoming_bytes=10**9)
+    prepared = hook.prepare("items", load_id="M1", incoming_bytes=10**9, drop_unique_indexes=True)
     assert not prepared["decision"]["drop_primary_key"]
     assert not prepared["decision"]["drop_foreign_keys"]
     assert keys(mysql_db) == {"PRIMARY", "items_parent"}  # the FK's index stays
@@ -108,7 +108,9 @@ def test_forced_foreign_key_drop_and_restore_twice(
     mysql_db: TestDatabase, items: dict[str, Any]
 ) -> None:
     hook = TableStateHook(conn_id=mysql_db.conn_id)
-    prepared = hook.prepare("items", load_id="M2", drop_indexes="True", drop_foreign_keys=True)
+    prepared = hook.prepare(
+        "items", load_id="M2", drop_indexes="True", drop_foreign_keys=True, drop_unique_indexes=True
+    )
     assert keys(mysql_db) == {"PRIMARY"}
     assert mysql_db.query(
         "SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS "
@@ -127,7 +129,7 @@ def test_duplicates_fail_finalize_and_keep_the_state(
     mysql_db: TestDatabase, items: dict[str, Any]
 ) -> None:
     hook = TableStateHook(conn_id=mysql_db.conn_id)
-    hook.prepare("items", load_id="D", drop_indexes=True)
+    hook.prepare("items", load_id="D", drop_indexes=True, drop_unique_indexes=True)
     mysql_db.query("INSERT INTO items VALUES (9999, 1, 'sku-7', 't', 'b', 1)")
     with pytest.raises(DuplicateKeyError, match="sku-7") as failure:
         hook.finalize("items", load_id="D")

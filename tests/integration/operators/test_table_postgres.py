@@ -86,7 +86,8 @@ def test_prepare_load_finalize_gives_the_same_catalog(
     pg_db: TestDatabase, orders: dict[str, Any]
 ) -> None:
     hook = TableStateHook(conn_id=pg_db.conn_id)
-    prepared = hook.prepare("orders", load_id="L1", incoming_bytes=10**9)
+    # the table holds rows: its keys go only because the author asks
+    prepared = hook.prepare("orders", load_id="L1", incoming_bytes=10**9, drop_primary_key=True)
 
     assert prepared["decision"]["drop_indexes"] and prepared["decision"]["drop_primary_key"]
     assert pg_db.query("SELECT count(*) FROM pg_index WHERE indrelid = 'orders'::regclass") == [
@@ -166,7 +167,7 @@ def test_kill_9_mid_prepare_then_rerun_prepare_and_finalize(
     assert 0 < left < 8  # some dropped, some not
 
     hook = TableStateHook(conn_id=pg_db.conn_id)
-    again = hook.prepare("orders", load_id="K", drop_indexes=True)
+    again = hook.prepare("orders", load_id="K", drop_indexes=True, drop_primary_key=True)
     assert again["resumed"]
     assert len(again["dropped"]) == 10
     insert_orders(pg_db, 101, 1000)
@@ -178,7 +179,7 @@ def test_kill_9_mid_finalize_then_finalize_again(
     pg_db: TestDatabase, orders: dict[str, Any]
 ) -> None:
     hook = TableStateHook(conn_id=pg_db.conn_id)
-    hook.prepare("orders", load_id="K", drop_indexes=True)
+    hook.prepare("orders", load_id="K", drop_indexes=True, drop_primary_key=True)
     insert_orders(pg_db, 101, 3000)
     child = run_child(pg_db, "finalize", 3)  # the PK's index and two more built, then killed
     assert child.returncode == -9, child.stderr
@@ -196,7 +197,7 @@ def test_restore_after_a_failed_load(
     pg_db: TestDatabase, orders: dict[str, Any], moto_server: MotoServer, s3_bucket: str
 ) -> None:
     hook = TableStateHook(conn_id=pg_db.conn_id)
-    hook.prepare("orders", load_id="R", drop_indexes=True)
+    hook.prepare("orders", load_id="R", drop_indexes=True, drop_primary_key=True)
     good = put_chunk(
         moto_server, s3_bucket, "c0.csv.gz", b"1001,1,g1,open,1,,a\n1002,2,g2,open,2,,b\n", rows=2
     )
@@ -226,7 +227,7 @@ def test_duplicate_keys_fail_finalize_with_a_sample_and_keep_the_state(
     pg_db: TestDatabase, orders: dict[str, Any]
 ) -> None:
     hook = TableStateHook(conn_id=pg_db.conn_id)
-    hook.prepare("orders", load_id="D", drop_indexes=True)
+    hook.prepare("orders", load_id="D", drop_indexes=True, drop_primary_key=True)
     pg_db.query("INSERT INTO orders VALUES (5000, 1, 'code-7', 'closed', 1, now(), 'dup')")
     with pytest.raises(DuplicateKeyError, match="code-7") as failure:
         hook.finalize("orders", load_id="D")

@@ -30,7 +30,9 @@ def point_connection(monkeypatch: pytest.MonkeyPatch, db: TestDatabase, port: in
 def test_restore_that_fails_on_a_lost_server_is_finished_by_its_retry(
     pg_db: TestDatabase, orders: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    TableStateHook(conn_id=pg_db.conn_id).prepare("orders", load_id="T", drop_indexes=True)
+    TableStateHook(conn_id=pg_db.conn_id).prepare(
+        "orders", load_id="T", drop_indexes=True, drop_unique_indexes=True
+    )
     assert catalog(pg_db) != orders
     restore = RestoreTableOperator(
         task_id="restore_table", table="orders", conn_id="blip", load_id="T"
@@ -50,7 +52,7 @@ def test_restore_retried_after_rebuilding_some_indexes_finishes_the_rest(
     pg_db: TestDatabase, orders: dict[str, Any]
 ) -> None:
     hook = TableStateHook(conn_id=pg_db.conn_id)
-    hook.prepare("orders", load_id="P", drop_indexes=True)
+    hook.prepare("orders", load_id="P", drop_indexes=True, drop_unique_indexes=True)
     # what an attempt killed half-way leaves: some indexes back, others not
     pg_db.query("CREATE INDEX orders_status_hash ON orders USING hash (status)")
     pg_db.query("CREATE UNIQUE INDEX orders_code_key ON orders (code)")

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_bulkload.operators.withdraw import parse_flag
+from airflow_bulkload.table_state import parse_flag
 
 
 @pytest.mark.parametrize(
@@ -12,16 +12,14 @@ from airflow_bulkload.operators.withdraw import parse_flag
         (False, False),
         ("True", True),
         ("false", False),
-        (" 1 ", True),
-        ("None", False),
-        ("", False),
+        (" TRUE ", True),
     ],
 )
 def test_reload_flag_reads_rendered_params(value: object, expected: bool) -> None:
     assert parse_flag(value, "reload") is expected
 
 
-@pytest.mark.parametrize("value", ["maybe", "'; DROP TABLE t; --", "{{ params.reload }}"])
+@pytest.mark.parametrize("value", ["maybe", "'; DROP TABLE t; --", "{{ params.reload }}", "1"])
 def test_reload_flag_refuses_anything_else(value: str) -> None:
-    with pytest.raises(ValueError, match="reload must be true or false"):
+    with pytest.raises(ValueError, match="reload must be True, False"):
         parse_flag(value, "reload")
