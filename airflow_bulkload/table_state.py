@@ -40,12 +40,6 @@ STATUS_PREPARED = "prepared"
 STATUS_DONE = "done"
 STATUSES = (STATUS_SAVED, STATUS_PREPARED, STATUS_DONE)
 
-#: PostgreSQL, ``drop_primary_key="auto"``: drop the PK too when the incoming data is at least this
-#: many times the table's size (or the table is smaller than ``SMALL_TABLE_BYTES``). A judgment:
-#: rebuilding the PK sorts the whole table once, keeping it costs a B-tree insert per incoming row;
-#: the DESIGN's 6-7x was measured dropping everything into an empty table.
-DROP_PRIMARY_KEY_MIN_RATIO = 4.0
-
 AUTO = "auto"
 _TRUE = "true"
 _FALSE = "false"
