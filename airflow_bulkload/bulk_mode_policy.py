@@ -87,7 +87,7 @@ def resolve_bulk_settings(
     engine: str, overrides: Mapping[str, object] | None, *, rds: bool
 ) -> dict[str, str]:
     """Defaults merged with ``overrides`` (a value of ``None`` drops a default), names checked,
-    doublewrite-off refused."""
+    every durability-breaking setting refused (see :func:`durability_risk`)."""
     settings = default_bulk_settings(engine, rds=rds)
     for name, value in (overrides or {}).items():
         if value is None:
@@ -96,12 +96,58 @@ def resolve_bulk_settings(
             settings[name] = str(value)
     for name, value in settings.items():
         check_setting_name(name)
-        if is_doublewrite_off(name, value):
+        risk = durability_risk(name, value)
+        if risk:
             raise BulkModeRefusedError(
-                f"refusing {name}={value}: turning off the InnoDB doublewrite buffer risks torn "
-                "pages and silent data corruption after a crash; bulk mode never does that"
+                f"refusing {name}={value}: {risk}; bulk mode never trades the server's durability "
+                "(it is server-wide: every database and application on it would be exposed)"
             )
     return settings
+
+
+_OFF_VALUES = frozenset({"0", "off", "false", "no", "n", "f"})
+#: name -> (is the value unsafe, why), for settings that trade durability server-wide
+_DURABILITY: dict[str, tuple[frozenset[str] | None, str]] = {
+    "fsync": (_OFF_VALUES, "without fsync an OS crash or power loss corrupts every database"),
+    "full_page_writes": (
+        _OFF_VALUES,
+        "without full-page writes a crash mid-write leaves torn pages WAL cannot repair",
+    ),
+    "synchronous_commit": (
+        _OFF_VALUES,
+        "a global synchronous_commit = off loses every application's last commits in a crash "
+        "(the load turns it off for its own transactions only, SET LOCAL)",
+    ),
+    "innodb_flush_log_at_trx_commit": (
+        frozenset({"0", "2"}),
+        "0 or 2 lose up to a second of every application's commits in a crash",
+    ),
+    "innodb_flush_method": (
+        frozenset({"nosync"}),
+        "nosync never flushes data files: a crash corrupts InnoDB",
+    ),
+}
+
+
+def durability_risk(name: str, value: object) -> str | None:
+    """Why setting ``name`` to ``value`` would break the server's crash safety, or ``None``.
+
+    Names and values are compared case-insensitively, ``-`` as ``_``: PostgreSQL ``fsync``,
+    ``full_page_writes`` and a global ``synchronous_commit`` off; InnoDB doublewrite off,
+    ``innodb_flush_log_at_trx_commit`` 0 or 2, ``innodb_flush_method = nosync``.
+    """
+    normalized = name.strip().lower().replace("-", "_")
+    if is_doublewrite_off(normalized, str(value)):
+        return (
+            "turning off the InnoDB doublewrite buffer risks torn pages and silent data "
+            "corruption after a crash"
+        )
+    rule = _DURABILITY.get(normalized)
+    if rule is None:
+        return None
+    unsafe, why = rule
+    v = str(value).strip().lower()
+    return why if unsafe is not None and v in unsafe else None
 
 
 def check_setting_name(name: str) -> str:

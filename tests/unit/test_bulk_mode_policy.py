@@ -141,3 +141,40 @@ def test_evaluate_instance() -> None:
     assert evaluate_instance(inst("available", "g", "applying"), "g") == "wait"
     assert evaluate_instance(inst("rebooting", "g", "in-sync"), "g") == "wait"
     assert evaluate_instance(inst("available", "other", "in-sync"), "g") == "wait"
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("fsync", "off"),
+        ("FSYNC", "OFF"),
+        ("fsync", False),
+        ("fsync", 0),
+        ("full_page_writes", "no"),
+        ("full-page-writes", "false"),
+        ("synchronous_commit", "off"),
+        ("Synchronous_Commit", "OFF"),
+        ("innodb_flush_log_at_trx_commit", 0),
+        ("innodb_flush_log_at_trx_commit", "2"),
+        ("innodb_flush_method", "nosync"),
+        ("innodb_doublewrite", "0"),
+    ],
+)
+def test_durability_breaking_settings_are_refused(name: str, value: object) -> None:
+    engine = "mysql" if name.lower().startswith("innodb") else "postgres"
+    with pytest.raises(BulkModeRefusedError, match="refusing"):
+        resolve_bulk_settings(engine, {name: value}, rds=True)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("fsync", "on"),
+        ("synchronous_commit", "local"),
+        ("innodb_flush_log_at_trx_commit", "1"),
+        ("max_wal_size", "0"),
+    ],
+)
+def test_durable_values_pass(name: str, value: str) -> None:
+    engine = "mysql" if name.startswith("innodb") else "postgres"
+    assert resolve_bulk_settings(engine, {name: value}, rds=True)[name] == value

@@ -252,3 +252,34 @@ def test_doublewrite_off_is_refused(mysql_db: TestDatabase) -> None:
     hook = BulkModeHook(conn_id=mysql_db.conn_id, settings={"innodb_doublewrite": "OFF"})
     with pytest.raises(BulkModeRefusedError, match="doublewrite"):
         hook.enter(LeaseKey.of("d", "t", "x"))
+
+
+DURABILITY_BREAKING = {
+    "postgres": [
+        {"synchronous_commit": "off"},
+        {"fsync": "off", "full_page_writes": "off"},
+        {"FSYNC": "False"},
+        {"Full-Page-Writes": 0},
+    ],
+    "mysql": [
+        {"innodb_flush_log_at_trx_commit": 0},
+        {"INNODB_FLUSH_LOG_AT_TRX_COMMIT": "2"},
+        {"innodb_doublewrite": "off"},
+    ],
+}
+
+
+def test_durability_breaking_settings_are_refused_before_any_change(
+    restore_globals: TestDatabase,
+) -> None:
+    db = restore_globals
+    names = ["synchronous_commit", "fsync", "full_page_writes"]
+    if db.engine == "mysql":
+        names = ["innodb_flush_log_at_trx_commit", "innodb_doublewrite"]
+    touched = [*_names(db), *names]
+    before = {n: _show(db, n) for n in touched}
+    for settings in DURABILITY_BREAKING[db.engine]:
+        hook = BulkModeHook(conn_id=db.conn_id, settings=settings)
+        with pytest.raises(BulkModeRefusedError, match="refusing"):
+            hook.enter(LeaseKey.of("d", "t", "x"))
+    assert {n: _show(db, n) for n in touched} == before
