@@ -104,17 +104,32 @@ class _ChunkWriter:
         return self._hashing.bytes_written, self._hashing.sha256.hexdigest()
 
 
+#: the largest field :func:`record_fields` reads: a whole record's limit (DuckDB's
+#: ``max_line_size`` in normalisation), where Python's csv module stops at 128 KiB by default
+FIELD_SIZE_LIMIT = 8 * 1024 * 1024
+
+
 def record_fields(record: bytes) -> list[str]:
     """The fields of one staged record (text; a NULL reads as the text ``NULL``)."""
+    if csv.field_size_limit() < FIELD_SIZE_LIMIT:
+        csv.field_size_limit(FIELD_SIZE_LIMIT)  # only ever raised: other readers lose nothing
     text = record.decode("utf-8")
     return next(csv.reader([text], strict=True), [])
 
 
-def _key_of(record: bytes, key_indexes: Sequence[int]) -> list[str] | None:
+def _key_of(record: bytes, key_indexes: Sequence[int], where: str) -> list[str] | None:
     if not key_indexes:
         return None
-    fields = record_fields(record)
-    return [fields[i] for i in key_indexes]
+    try:
+        fields = record_fields(record)
+        return [fields[i] for i in key_indexes]
+    except (csv.Error, IndexError, UnicodeDecodeError) as exc:
+        from airflow_bulkload.exceptions import BulkLoadError
+
+        raise BulkLoadError(
+            f"{where}: cannot read the key columns (positions {list(key_indexes)}) of the record "
+            f"({exc}); the record starts {record[:80]!r}"
+        ) from exc
 
 
 def split_runs(source: Path) -> Iterator[tuple[bytes, int]]:
@@ -222,8 +237,12 @@ def split_into_chunks(
             raw_bytes=current.raw_bytes,
             stored_bytes=stored,
             sha256=digest,
-            first_key=_key_of(first_record, key_indexes),
-            last_key=_key_of(last_record, key_indexes),
+            first_key=_key_of(
+                first_record, key_indexes, f"chunk {state.chunks - 1}, its first record"
+            ),
+            last_key=_key_of(
+                last_record, key_indexes, f"chunk {state.chunks - 1}, its last record"
+            ),
         )
 
     for run, count in split_runs(source):

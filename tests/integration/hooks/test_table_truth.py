@@ -287,3 +287,38 @@ def test_same_input_loaded_by_another_dag_into_a_keyless_table_is_warned(
     assert len(warnings) == 1
     assert "same input" in warnings[0]
     assert "old_name" in warnings[0]
+
+
+def test_a_one_megabyte_field_at_a_chunk_edge_stages_and_loads(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """The key of a chunk's first and last record is read with Python's csv module, whose
+    default field limit (128 KiB) is far under a valid record's (8 MB)."""
+    text = "text" if any_db.engine == "postgres" else "LONGTEXT"
+    any_db.query(f"CREATE TABLE notes (id int PRIMARY KEY, note {text})")
+    big = "x" * 1_000_000
+    source = tmp_path / "big.csv"
+    source.write_text(f'2,"{big}"\n1,small\n3,"{big},with, commas"\n')
+    staged = stage(
+        str(source),
+        s3=moto_server.client("s3"),
+        staging_uri=f"s3://{s3_bucket}/staging",
+        dag_id="nightly",
+        table="notes",
+        run="2026-11-21",
+        options=StagingOptions(
+            file_format=FileFormat(header=False),
+            columns=["id", "note"],
+            chunk_size=500_000,
+            sort_key=["id"],
+            sort_types=["INTEGER"],
+            probe_key=["id"],
+        ),
+    )
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    run_load(hook, staged)
+    assert any_db.query("SELECT id, length(note) FROM notes ORDER BY id") == [
+        (1, 5),
+        (2, 1_000_000),
+        (3, 1_000_013),
+    ]
