@@ -671,6 +671,8 @@ class BulkLoadHook(BaseHook):
             "checks": checks,
             "rows_expected": expected,
             "rows_in_table": found,
+            "sources": manifest.sources,
+            "input_empty": expected == 0,
         }
 
     @contextmanager

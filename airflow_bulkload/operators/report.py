@@ -80,6 +80,21 @@ def markdown_report(summary: Mapping[str, Any], chunk_results: Sequence[Mapping[
             else ""
         ),
         "",
+        *(
+            ["**Input empty: 0 rows loaded.** Check that the day's export arrived.", ""]
+            if summary.get("verification", {}).get("input_empty")
+            else []
+        ),
+        *(
+            [
+                f"Input: {len(srcs)} object(s): "
+                + ", ".join(srcs[:5])
+                + (f" and {len(srcs) - 5} more" if len(srcs) > 5 else ""),
+                "",
+            ]
+            if (srcs := summary.get("verification", {}).get("sources"))
+            else []
+        ),
         "Verified in the table: "
         + (
             "; ".join(summary.get("verification", {}).get("checks") or ["nothing to check"])
@@ -170,6 +185,8 @@ class LoadReportOperator(BaseOperator):
             summary["verification"] = hook.verify_load(self.table, self.manifest, load_id=load_id)
         else:
             summary["verification"] = {"verified": False, "checks": ["not checked: no conn_id"]}
+        if summary["verification"].get("input_empty"):
+            self.log.warning("%s: the input is empty: 0 rows, input empty", self.table)
         self.log.info("load report\n%s", markdown_report(summary, results))
         # one machine-readable line, for scripts that read the task log
         self.log.info("BULKLOAD_REPORT %s", json.dumps(summary))  # stages in pipeline order

@@ -156,6 +156,7 @@ class Manifest:
     total_raw_bytes: int = 0  # uncompressed bytes over all chunks
     source_count: int = 0  # input files staged
     source_bytes: int = 0  # their size as stored (compressed when they are gzip)
+    sources: list[str] = field(default_factory=list)  # the input objects/files read, in order
 
     def to_json(self) -> str:
         data = asdict(self)

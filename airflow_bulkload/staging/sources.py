@@ -41,27 +41,53 @@ def list_local(pattern: str) -> list[SourceFile]:
 
 
 def list_s3(uri: str, client: Any) -> list[SourceFile]:
-    """Objects for an S3 object URI, a prefix (ending in ``/``) or a key glob, sorted by key."""
+    """Objects for an S3 object URI, a prefix (ending in ``/``) or a key glob, sorted by key.
+
+    A prefix lists its own objects only, not those in nested "folders" (an ``archive/`` parked
+    under the day's prefix is not input); a glob's ``*`` stays within one folder level, and
+    ``**`` crosses levels (``s3://b/day/**/*.csv`` reads every ``.csv`` under ``day/``).
+    """
     bucket, key = parse_s3_uri(uri)
     if _has_glob(key):
         literal = key[: min(key.index(c) for c in _GLOB_CHARS if c in key)]
-        return [s for s in _list_prefix(client, bucket, literal) if _key_matches(s, bucket, key)]
+        recursive = "**" in key
+        return [
+            s
+            for s in _list_prefix(client, bucket, literal, recursive=True)
+            if _key_matches(s, bucket, key, recursive)
+        ]
     if key and not key.endswith("/"):
-        exact = [s for s in _list_prefix(client, bucket, key) if s.location == uri]
+        exact = [s for s in _list_prefix(client, bucket, key, recursive=True) if s.location == uri]
         if exact:
             return exact
         key += "/"  # "s3://b/data" names the folder data/ when no such object exists
-    return _list_prefix(client, bucket, key)
+    return _list_prefix(client, bucket, key, recursive=False)
 
 
-def _key_matches(source: SourceFile, bucket: str, pattern: str) -> bool:
-    return fnmatch.fnmatchcase(source.location[len(f"s3://{bucket}/") :], pattern)
+def _key_matches(source: SourceFile, bucket: str, pattern: str, recursive: bool) -> bool:
+    key = source.location[len(f"s3://{bucket}/") :]
+    if not recursive and key.count("/") != pattern.count("/"):
+        return False
+    return fnmatch.fnmatchcase(key, pattern.replace("**/", "*").replace("**", "*"))
 
 
-def _list_prefix(client: Any, bucket: str, prefix: str) -> list[SourceFile]:
+def _list_prefix(client: Any, bucket: str, prefix: str, *, recursive: bool) -> list[SourceFile]:
     found: list[SourceFile] = []
+    nested: list[str] = []
     paginator = client.get_paginator("list_objects_v2")
-    for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+    extra = {} if recursive else {"Delimiter": "/"}
+    try:
+        pages = list(paginator.paginate(Bucket=bucket, Prefix=prefix, **extra))
+    except Exception as exc:
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+        if code == "NoSuchBucket":
+            raise NoInputError(
+                f"source bucket {bucket!r} does not exist (source s3://{bucket}/{prefix}): check "
+                "the bucket name and the AWS connection's account and region"
+            ) from exc
+        raise
+    for page in pages:
+        nested += [p["Prefix"] for p in page.get("CommonPrefixes", [])]
         for obj in page.get("Contents", []):
             key = obj["Key"]
             if key.endswith("/"):  # a "folder" marker, not data
@@ -69,6 +95,17 @@ def _list_prefix(client: Any, bucket: str, prefix: str) -> list[SourceFile]:
             found.append(
                 SourceFile(f"s3://{bucket}/{key}", int(obj["Size"]), str(obj["ETag"]).strip('"'))
             )
+    if nested:
+        import logging
+
+        logging.getLogger(__name__).warning(
+            "not reading %d nested folder(s) under s3://%s/%s (%s): a prefix names its own "
+            "objects only; use a ** glob to read deeper",
+            len(nested),
+            bucket,
+            prefix,
+            ", ".join(nested[:3]),
+        )
     return sorted(found, key=lambda s: s.location)
 
 

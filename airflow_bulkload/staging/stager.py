@@ -113,6 +113,11 @@ def read_manifest(s3: Any, uri: str) -> Manifest | None:
         code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
         if code in ("NoSuchKey", "404"):
             return None
+        if code == "NoSuchBucket":
+            raise BulkLoadError(
+                f"the staging bucket {bucket!r} does not exist (staging URI {uri}): create it, "
+                "or point staging= at a bucket the workers may write to"
+            ) from exc
         raise
     try:
         return Manifest.from_json(body.read())
@@ -282,6 +287,7 @@ def stage(
         total_raw_bytes=sum(c.raw_bytes or 0 for c in chunks),
         source_count=len(sources),
         source_bytes=input_bytes,
+        sources=[s.location for s in sources],
     )
     if manifest.total_rows != normalized.rows:
         raise BulkLoadError(
