@@ -29,6 +29,7 @@ from airflow_bulkload.exceptions import (
     LoadVerificationError,
     RowCountMismatchError,
 )
+from airflow_bulkload.hooks.connections import postgres_hook
 from airflow_bulkload.s3io import open_s3_stream, s3_client, s3_region
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, parse_s3_uri
 from airflow_bulkload.staging.planning import MANIFEST_NAME
@@ -122,9 +123,7 @@ class BulkLoadHook(BaseHook):
     def get_conn(self) -> Any:
         """A new DB-API connection (psycopg 3 or MySQLdb) with autocommit off; the caller closes it."""
         if self.dialect.name == "postgres":
-            from airflow.providers.postgres.hooks.postgres import PostgresHook
-
-            conn: Any = PostgresHook(postgres_conn_id=self.conn_id).get_conn()
+            conn: Any = postgres_hook(self.conn_id).get_conn()
             conn.autocommit = False
             return conn
         from airflow.providers.mysql.hooks.mysql import MySqlHook

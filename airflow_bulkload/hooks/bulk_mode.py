@@ -94,11 +94,9 @@ class SelfManagedBulkModeBackend:
         change must be durable before the next server change. PostgreSQL connects to the state
         database itself (its schema ``bulkload`` and advisory locks are per database)."""
         if self.engine == "postgres":
-            from airflow.providers.postgres.hooks.postgres import PostgresHook
+            from airflow_bulkload.hooks.connections import postgres_hook
 
-            conn: Any = PostgresHook(
-                postgres_conn_id=self.conn_id, database=self.state_database
-            ).get_conn()
+            conn: Any = postgres_hook(self.conn_id, database=self.state_database).get_conn()
             conn.autocommit = True
             return conn
         from airflow.providers.mysql.hooks.mysql import MySqlHook

@@ -125,3 +125,19 @@ def test_the_table_is_the_truth_across_reruns_other_inputs_and_reload(
         (file_rows, file_rows)
     ]
     assert pg_example.snapshot() == before
+
+
+def test_an_empty_input_is_reported_not_silent(pg_example: ExampleLoad) -> None:
+    """A nightly run over a missing export (header only) ends green, and says so."""
+    pg_example.add_input(DS)  # creates the buckets
+    s3 = pg_example.moto.client("s3")
+    for obj in s3.list_objects_v2(Bucket=pg_example.input_bucket)["Contents"]:
+        s3.delete_object(Bucket=pg_example.input_bucket, Key=obj["Key"])
+    pg_example.put_input_object(DS, "empty.csv", b"id,customer_id,quantity,note,created_at\n")
+    before = pg_example.snapshot()
+
+    run = pg_example.run(DS)
+
+    assert run.succeeded, run.tail()
+    assert "0 rows, input empty" in run.output
+    assert pg_example.snapshot() == before
