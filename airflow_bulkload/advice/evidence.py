@@ -212,6 +212,13 @@ GP2_IOPS = Evidence(
     "over 1 min",
     RDS_PG_BULK,
 )
+COLUMN_MAPPING = Evidence(
+    "requirement",
+    "COPY and LOAD DATA name the target columns: a name the table lacks fails every chunk, and a "
+    "NOT NULL column without a default that the input lacks fails every row",
+    "checked before bulk mode and table preparation, so a mismatch changes nothing on the server",
+    PROJECT_BENCH,
+)
 GP2_BASELINE = Evidence(
     "requirement",
     "gp2 baseline IOPS = 3 per GB (min 100, max 16,000); burst to 3,000 below 1 TB while credits last",

@@ -71,6 +71,8 @@ class InputSummary:
     raw_bytes: int | None = None
     chunk_bytes: tuple[int, ...] = ()
     sorted_by: tuple[str, ...] | None = None
+    #: the input's column names in file order (header or ``columns``); None: the table's, in order
+    columns: tuple[str, ...] | None = None
 
     @property
     def staged(self) -> bool:
@@ -108,6 +110,8 @@ class InputSummary:
     @classmethod
     def from_manifest(cls, manifest: Manifest) -> InputSummary:
         summary = cls.from_chunks(manifest.chunks, manifest.sort_key)
+        if manifest.columns:
+            summary = replace(summary, columns=tuple(manifest.columns))
         if manifest.total_rows and summary.total_rows is None:
             summary = replace(summary, total_rows=manifest.total_rows)
         return summary
@@ -119,8 +123,9 @@ class InputSummary:
     def from_dict(cls, data: Mapping[str, Any]) -> InputSummary:
         values = dict(data)
         values["chunk_bytes"] = tuple(values.get("chunk_bytes") or ())
-        if values.get("sorted_by") is not None:
-            values["sorted_by"] = tuple(values["sorted_by"])
+        for name in ("sorted_by", "columns"):
+            if values.get(name) is not None:
+                values[name] = tuple(values[name])
         return cls(**{k: v for k, v in values.items() if k in {f.name for f in fields(cls)}})
 
 

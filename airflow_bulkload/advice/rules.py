@@ -315,6 +315,61 @@ def foreign_keys(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
+def input_columns(ctx: RuleContext) -> Iterator[Finding]:
+    """The input's columns (header or ``columns``) against the table's, before anything loads."""
+    summary = ctx.inputs.input
+    if summary is None or not summary.columns:
+        return
+    table = ctx.inputs.table
+    generated = set(table.extra.get("generated_columns") or ())
+    known = {c.name: c for c in table.columns}
+    folded = {c.name.lower(): c.name for c in table.columns}
+    unknown = [c for c in summary.columns if c not in known]
+    if unknown:
+        hints = [
+            f"{c!r} (the table has {folded[c.lower()]!r}: names are matched exactly)"
+            if c.lower() in folded
+            else repr(c)
+            for c in unknown
+        ]
+        yield Finding(
+            "input_columns",
+            ERROR,
+            f"the input names column(s) {', '.join(hints)} that {ctx.table_name} does not have "
+            f"(its columns: {', '.join(known)}): every chunk would fail.",
+            "Fix the header, or give columns=[...] naming the table's columns in file order.",
+            (ev.COLUMN_MAPPING,),
+        )
+    if generated & set(summary.columns):
+        yield Finding(
+            "input_columns",
+            ERROR,
+            f"the input names generated column(s) {', '.join(sorted(generated & set(summary.columns)))} "
+            f"of {ctx.table_name}: the server computes them and refuses loaded values.",
+            "Leave them out of the input (or name them differently in columns=[...]).",
+            (ev.COLUMN_MAPPING,),
+        )
+    present = set(summary.columns)
+    missing = [
+        c.name
+        for c in table.columns
+        if c.name not in present
+        and not c.nullable
+        and c.default is None
+        and c.name not in generated
+        and not (table.extra.get("identity_columns") and c.name in table.extra["identity_columns"])
+    ]
+    if missing:
+        yield Finding(
+            "input_columns",
+            ERROR,
+            f"{ctx.table_name} requires column(s) {', '.join(missing)} (NOT NULL, no default), "
+            "which the input does not have: every row would fail.",
+            "Add them to the input, or give the table defaults for them.",
+            (ev.COLUMN_MAPPING,),
+        )
+
+
 def triggers(ctx: RuleContext) -> Iterator[Finding]:
     table = ctx.inputs.table
     disabled = set(table.extra.get("disabled_triggers") or ())
@@ -637,6 +692,7 @@ RULES: tuple[Rule, ...] = (
     secondary_indexes,
     redundant_indexes,
     foreign_keys,
+    input_columns,
     triggers,
     chunk_sizes,
     parallelism,

@@ -1096,10 +1096,19 @@ class MySqlDialect(Dialect):
                 "ORDER BY ORDINAL_POSITION",
                 (table.schema, table.name),
             )
+            column_rows = cur.fetchall()
             columns = [
                 ColumnInfo(str(n), str(t), nullable == "YES", None if d is None else str(d))
-                for n, t, nullable, d, _extra in cur.fetchall()
+                for n, t, nullable, d, _extra in column_rows
             ]
+            filled_by_server = {
+                "identity_columns": [
+                    str(r[0]) for r in column_rows if "auto_increment" in str(r[4] or "").lower()
+                ],
+                "generated_columns": [
+                    str(r[0]) for r in column_rows if "generated" in str(r[4] or "").lower()
+                ],
+            }
             cur.execute("SHOW CREATE TABLE " + qt)
             create_sql = str(cur.fetchone()[1])
             statistics = _dict_rows(
@@ -1176,6 +1185,7 @@ class MySqlDialect(Dialect):
             estimated_rows=int(meta[1] or 0),
             size_bytes=data_length + index_length,
             extra={
+                **filled_by_server,
                 "engine": meta[0],
                 "data_length": data_length,
                 "index_length": index_length,

@@ -287,6 +287,9 @@ _BAD_INPUT_ERRORS: tuple[type[psycopg.Error], ...] = (
     pg_errors.DataError,  # class 22: bad copy format, bad type, bad encoding, out of range
     pg_errors.IntegrityError,  # class 23: NOT NULL, unique, FK, CHECK violated by a row
     pg_errors.ExternalRoutineException,  # class 38: the server-side fetch failed
+    # the input names a column the table lacks: every chunk fails alike, a retry cannot help
+    pg_errors.UndefinedColumn,
+    pg_errors.DuplicateColumn,
 )
 
 # "missing data for column "price"": the context names no column for this one

@@ -154,7 +154,7 @@ def normalize(
             raise InputFormatError(
                 f"columns names {len(columns)} columns but the input has {len(detected)}"
             )
-        source = read_csv_sql(paths, fmt, columns or detected)
+        source = _source_by_header(con, paths, fmt, columns, detected, names)
         missing = [k for k in sort_key if k not in detected]
         if missing:
             raise InputFormatError(
@@ -183,6 +183,77 @@ def normalize(
         return NormalizeResult(detected, rows, time.monotonic() - started)
     finally:
         con.close()
+
+
+def _file_header(con: Any, path: Path, fmt: FileFormat, names: Mapping[str, str]) -> list[str]:
+    try:
+        described = con.execute(
+            "DESCRIBE SELECT * FROM " + read_csv_sql([path], fmt, None, sniff=True)  # noqa: S608
+        ).fetchall()
+    except duckdb.Error as exc:
+        raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
+    return [str(row[0]) for row in described]
+
+
+def _source_by_header(
+    con: Any,
+    paths: Sequence[Path],
+    fmt: FileFormat,
+    columns: Sequence[str] | None,
+    detected: Sequence[str],
+    names: Mapping[str, str],
+) -> str:
+    """The rows of every file, each mapped by its own header onto the first file's column order.
+
+    Files whose headers name other columns are refused, naming both files; ``columns`` renames
+    the header's columns by position, so a ``columns`` list that names a header column at another
+    position (a swap) is refused rather than silently exchanging the two.
+    """
+    if not fmt.header:
+        return read_csv_sql(paths, fmt, columns or detected)
+    headers = {path: _file_header(con, path, fmt, names) for path in paths if path.stat().st_size}
+    if not headers:
+        return read_csv_sql(paths, fmt, columns or detected)
+    first_path, first = next(iter(headers.items()))
+
+    def where(path: Path) -> str:
+        return names.get(str(path), str(path))
+
+    for path, header in headers.items():
+        if set(header) != set(first) or len(header) != len(first):
+            only_here = sorted(set(header) - set(first))
+            only_first = sorted(set(first) - set(header))
+            raise InputFormatError(
+                f"{where(path)} has columns {header}, but {where(first_path)} has {first} "
+                f"(only in {where(path)}: {only_here or '-'}; only in {where(first_path)}: "
+                f"{only_first or '-'}): every file of one input must name the same columns"
+            )
+        if columns:
+            swapped = [
+                c for c in columns if c in header and list(columns).index(c) != header.index(c)
+            ]
+            if swapped:
+                raise InputFormatError(
+                    f"columns={list(columns)} contradicts the header of {where(path)} "
+                    f"({header}): {swapped} stand at other positions there. columns renames the "
+                    "header's columns by position; leave it out to map the header by name"
+                )
+    groups: dict[tuple[str, ...], list[Path]] = {}
+    for path, header in headers.items():
+        groups.setdefault(tuple(header), []).append(path)
+    if len(groups) == 1:
+        return read_csv_sql(paths, fmt, columns or detected)
+    if columns:
+        raise InputFormatError(
+            f"the input's files order their columns differently ({sorted(groups)[:2]} ...), and "
+            "columns= renames by position: leave columns out to map each file by its header"
+        )
+    parts = " UNION ALL BY NAME ".join(
+        f"SELECT * FROM {read_csv_sql(group, fmt, list(header))}"  # noqa: S608
+        for header, group in groups.items()
+    )
+    selected = ", ".join(duck_ident(c) for c in first)
+    return f"(SELECT {selected} FROM ({parts}))"  # noqa: S608
 
 
 def _bad_key_error(

@@ -370,3 +370,39 @@ def test_unlogged_table_and_doublewrite_off_are_flagged() -> None:
 def test_ignore_rules_drops_findings() -> None:
     report = evaluate(inputs("mysql", table(pk={})), ignore_rules=["no_primary_key"])
     assert "no_primary_key" not in report.rules()
+
+
+def _with_columns(engine: str, *names: str, extra: dict | None = None) -> PreflightInputs:
+    from dataclasses import replace
+
+    t = table(columns={"first": "text", "last": "text"}, not_null=("last",), extra=extra)
+    return inputs(engine, t, input=replace(staged(100 * MB), columns=names))
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+def test_input_columns_matching_the_table_pass(engine: str) -> None:
+    assert findings(_with_columns(engine, "id", "last", "first"), "input_columns") == []
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mysql"])
+def test_a_header_in_another_case_is_an_error_naming_the_table_column(engine: str) -> None:
+    found = findings(_with_columns(engine, "ID", "First", "Last"), "input_columns")
+    assert all(f.severity is Severity.ERROR for f in found)
+    assert "'First' (the table has 'first'" in found[0].message
+
+
+def test_an_extra_input_column_is_an_error() -> None:
+    finding = only(_with_columns("postgres", "id", "first", "last", "nickname"), "input_columns")
+    assert "'nickname'" in finding.message
+
+
+def test_a_required_column_missing_from_the_input_is_an_error() -> None:
+    finding = only(_with_columns("mysql", "id", "first"), "input_columns")
+    assert "requires column(s) last" in finding.message
+
+
+def test_identity_and_generated_columns_need_not_be_in_the_input() -> None:
+    i = _with_columns("postgres", "first", "last", extra={"identity_columns": {"id": "always"}})
+    assert findings(i, "input_columns") == []
+    generated = _with_columns("mysql", "id", "first", "last", extra={"generated_columns": ["last"]})
+    assert "generated column(s) last" in only(generated, "input_columns").message
