@@ -212,6 +212,12 @@ GP2_IOPS = Evidence(
     "over 1 min",
     RDS_PG_BULK,
 )
+CHECKPOINT_AFTER_LOAD = Evidence(
+    "guidance",
+    "a manual CHECKPOINT after the load keeps a crash soon after it from replaying the load's WAL",
+    "the source ends its optimised load with a manual CHECKPOINT before restoring the settings",
+    RDS_PG_BULK,
+)
 COLUMN_MAPPING = Evidence(
     "requirement",
     "COPY and LOAD DATA name the target columns: a name the table lacks fails every chunk, and a "

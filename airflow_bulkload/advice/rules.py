@@ -370,6 +370,21 @@ def input_columns(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
+def checkpoint_privilege(ctx: RuleContext) -> Iterator[Finding]:
+    server = ctx.inputs.server
+    if ctx.inputs.is_mysql or server is None or server.can_checkpoint is not False:
+        return
+    yield Finding(
+        "checkpoint_privilege",
+        WARN,
+        "the load's user may not run CHECKPOINT (not a superuser, not in pg_checkpoint or "
+        "rds_superuser): the checkpoint after the load will be skipped with a warning.",
+        "GRANT pg_checkpoint TO the loader (PostgreSQL 15+) to end the load with a checkpoint; "
+        "without it, crash recovery right after the load replays its WAL.",
+        (ev.CHECKPOINT_AFTER_LOAD,),
+    )
+
+
 def triggers(ctx: RuleContext) -> Iterator[Finding]:
     table = ctx.inputs.table
     disabled = set(table.extra.get("disabled_triggers") or ())
@@ -693,6 +708,7 @@ RULES: tuple[Rule, ...] = (
     redundant_indexes,
     foreign_keys,
     input_columns,
+    checkpoint_privilege,
     triggers,
     chunk_sizes,
     parallelism,

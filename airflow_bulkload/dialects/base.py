@@ -595,6 +595,8 @@ class ServerFacts:
     aws_s3_available: bool | None = None
     s3_role: str | None = None
     innodb_doublewrite: bool | None = None
+    #: may the load's user run ``CHECKPOINT`` (PostgreSQL: superuser, pg_checkpoint, rds_superuser)
+    can_checkpoint: bool | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -1213,11 +1213,14 @@ class PostgresDialect(Dialect):
                 ("aws_s3.table_import_from_s3(text,text,text,text,text,text)", "aws_s3"),
             )
             version, import_function, available = cur.fetchone()
+            cur.execute(_CAN_CHECKPOINT)
+            row = cur.fetchone()
         return ServerFacts(
             engine=self.name,
             version=str(version),
             aws_s3_installed=bool(import_function),
             aws_s3_available=bool(available) or bool(import_function),
+            can_checkpoint=bool(row and row[0]),
         )
 
     # -- server settings and bulk-mode leases ---------------------------------------------------
@@ -1321,6 +1324,16 @@ class PostgresDialect(Dialect):
 
     def show_server_setting(self, conn: Any, name: str) -> str:
         return str(conn.execute("SELECT pg_catalog.current_setting(%s)", (name,)).fetchone()[0])
+
+
+#: superuser, or a member of pg_checkpoint (PostgreSQL 15+) or rds_superuser (RDS's master user)
+_CAN_CHECKPOINT = (
+    "SELECT r.rolsuper OR EXISTS ("
+    " SELECT 1 FROM pg_catalog.pg_roles g"
+    " WHERE g.rolname IN ('pg_checkpoint', 'rds_superuser')"
+    " AND pg_catalog.pg_has_role(r.oid, g.oid, 'MEMBER'))"
+    " FROM pg_catalog.pg_roles r WHERE r.rolname = current_user"
+)
 
 
 def _constraint(row: Sequence[Any]) -> ConstraintInfo:

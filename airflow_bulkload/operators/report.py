@@ -95,6 +95,11 @@ def markdown_report(summary: Mapping[str, Any], chunk_results: Sequence[Mapping[
             if (srcs := summary.get("verification", {}).get("sources"))
             else []
         ),
+        *(
+            [f"**Checkpoint {summary['checkpoint']}**", ""]
+            if str(summary.get("checkpoint") or "").startswith("skipped")
+            else []
+        ),
         "Verified in the table: "
         + (
             "; ".join(summary.get("verification", {}).get("checks") or ["nothing to check"])
@@ -177,6 +182,9 @@ class LoadReportOperator(BaseOperator):
             ends = _as_list(ti.xcom_pull(task_ids=task_id, key=ENDED_AT_KEY))
             stages[name] = stage_seconds(starts, ends)
         summary = summarize(self.table, results, stages)
+        if "checkpoint" in self.stage_task_ids:
+            checkpoint = ti.xcom_pull(task_ids=self.stage_task_ids["checkpoint"])
+            summary["checkpoint"] = checkpoint if isinstance(checkpoint, str) else None
         if self.conn_id and self.manifest:
             from airflow_bulkload.hooks.bulk_load import BulkLoadHook
 

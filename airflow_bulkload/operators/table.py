@@ -255,20 +255,26 @@ class CheckpointOperator(BaseOperator):
 
     Needs a superuser, or on PostgreSQL 15+ a member of ``pg_checkpoint``
     (``GRANT pg_checkpoint TO loader``); on RDS the master user (``rds_superuser``) may run it.
-    Without the privilege the task fails saying so
+    Without the privilege the checkpoint is skipped with a warning (the data is committed; the
+    checkpoint only shortens recovery after a crash soon after the load), and pre-flight says so
+    beforehand; ``skip_without_privilege=False`` fails instead
     (:class:`~airflow_bulkload.exceptions.InsufficientPrivilegeError`).
 
     On MySQL a logged no-op: InnoDB checkpoints continuously and has no statement for a full one.
 
     :param conn_id: a ``postgres`` or ``mysql`` connection.
+    :param skip_without_privilege: skip with a warning when the user may not checkpoint.
     """
 
     template_fields: Sequence[str] = ("conn_id",)
     ui_color = "#e8e0f5"
 
-    def __init__(self, *, conn_id: str, **kwargs: Any) -> None:
+    def __init__(self, *, conn_id: str, skip_without_privilege: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.conn_id = conn_id
+        self.skip_without_privilege = skip_without_privilege
 
     def execute(self, context: Context) -> str:
-        return TableStateHook(conn_id=self.conn_id).checkpoint()
+        return TableStateHook(conn_id=self.conn_id).checkpoint(
+            skip_without_privilege=self.skip_without_privilege
+        )

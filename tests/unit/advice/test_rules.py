@@ -406,3 +406,15 @@ def test_identity_and_generated_columns_need_not_be_in_the_input() -> None:
     assert findings(i, "input_columns") == []
     generated = _with_columns("mysql", "id", "first", "last", extra={"generated_columns": ["last"]})
     assert "generated column(s) last" in only(generated, "input_columns").message
+
+
+def test_a_loader_that_may_not_checkpoint_is_warned() -> None:
+    i = inputs("postgres", server=ServerFacts("postgres", can_checkpoint=False))
+    assert only(i, "checkpoint_privilege").severity is Severity.WARN
+    assert (
+        findings(
+            inputs("postgres", server=ServerFacts("postgres", can_checkpoint=True)),
+            "checkpoint_privilege",
+        )
+        == []
+    )
