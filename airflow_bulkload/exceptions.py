@@ -107,3 +107,8 @@ class LoadVerificationError(BulkLoadError):
 
 class InputAlreadyLoadedError(BulkLoadError):
     """The run's date was already loaded, and verified, from another input."""
+
+
+class ForeignKeyViolationError(TableStateError):
+    """A foreign key dropped for the load could not be re-added: loaded rows reference parents
+    that do not exist. The foreign key is not left half-added (NOT VALID)."""

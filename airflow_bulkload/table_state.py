@@ -178,6 +178,9 @@ class DropDecision:
     table_empty: bool | None = None
     #: rows the chunk ledger recorded for the table at that moment
     ledger_rows_before: int | None = None
+    #: the table's own foreign keys go too, not only those pointing at it (False: they check
+    #: every loaded row, so an orphan fails its chunk instead of breaking the rebuild)
+    drop_outgoing_fks: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -193,6 +196,7 @@ class DropDecision:
             drop_unique=bool(data.get("drop_unique", data["drop_indexes"])),
             table_empty=data.get("table_empty"),
             ledger_rows_before=data.get("ledger_rows_before"),
+            drop_outgoing_fks=bool(data.get("drop_outgoing_fks", True)),
         )
 
 
@@ -292,11 +296,22 @@ def decide_drops(
             reasons["drop_foreign_keys"] = (
                 "dropped with the indexes (auto)" if drop_fk else "indexes kept, so kept (auto)"
             )
+            if drop_fk and table_empty is not True:
+                reasons["drop_foreign_keys"] += (
+                    "; the table's own foreign keys are kept while it holds rows: they reject an "
+                    "orphan row in its chunk"
+                )
     else:
         drop_fk = drop_foreign_keys
         reasons["drop_foreign_keys"] = f"forced {drop_foreign_keys}"
     return DropDecision(
-        drop_ix, bool(drop_pk), drop_fk, reasons, drop_unique=drop_unique, table_empty=table_empty
+        drop_ix,
+        bool(drop_pk),
+        drop_fk,
+        reasons,
+        drop_unique=drop_unique,
+        table_empty=table_empty,
+        drop_outgoing_fks=drop_foreign_keys is True or table_empty is True,
     )
 
 
@@ -321,6 +336,9 @@ def plan_drops(
     present_ix = {ix["name"] for ix in current.get("indexes", [])}
     if decision.drop_foreign_keys:
         for fk in sorted(saved["foreign_keys"], key=lambda f: not f["incoming"]):
+            if not fk["incoming"] and not decision.drop_outgoing_fks:
+                notes.append(f"{fk['name']}: checks every loaded row against its parent; kept")
+                continue
             if fk_key(fk) in present_fks:
                 steps.append(DropStep("fk", fk["name"], dict(fk)))
     indexes = [ix for ix in saved["indexes"] if not ix["is_primary"]]

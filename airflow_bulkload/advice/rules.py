@@ -297,10 +297,11 @@ def foreign_keys(ctx: RuleContext) -> Iterator[Finding]:
         yield Finding(
             "foreign_keys",
             WARN,
-            f"{ctx.table_name} has {len(fks)} foreign key(s) ({names}). The load session sets "
-            "foreign_key_checks = 0 for speed, so loaded rows are NOT checked against their parents.",
-            "Load only input that is already consistent (parents loaded first), or check afterwards "
-            "with a LEFT JOIN for orphans.",
+            f"{ctx.table_name} has {len(fks)} foreign key(s) ({names}). The load keeps "
+            "foreign_key_checks on for this table (with them off an orphan row would commit and "
+            "InnoDB never re-checks it), which costs ≈14 % of load time.",
+            "Load parents first; an orphan row fails its chunk, naming it. Leaving the checks on "
+            "is the price of a table whose foreign keys hold.",
             (ev.INTEGRITY_CHECKS,),
         )
         return
@@ -308,7 +309,9 @@ def foreign_keys(ctx: RuleContext) -> Iterator[Finding]:
         "foreign_keys",
         WARN,
         f"{ctx.table_name} has {len(fks)} foreign key(s) ({names}); PostgreSQL checks each "
-        "loaded row against the parent table (a row trigger per foreign key).",
+        "loaded row against the parent table (a row trigger per foreign key). The load keeps "
+        "them while the table holds rows (an orphan fails its chunk) and drops them, to re-add "
+        "and VALIDATE at the end, only into an empty table.",
         "For a large load, drop the foreign keys before it and re-add them after as NOT VALID, then "
         "VALIDATE CONSTRAINT (one set-based check that does not block writes).",
         (ev.INTEGRITY_CHECKS,),

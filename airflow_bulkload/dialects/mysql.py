@@ -29,8 +29,9 @@ Session tuning: ``unique_checks = 0`` lets InnoDB skip uniqueness checks of *sec
 indexes on some paths (change buffering, the bulk path into an empty table), so duplicates there
 could go unnoticed. We choose the simple safe rule: when the target has a secondary UNIQUE index,
 the load keeps ``unique_checks = 1``; otherwise it is 0 (the primary key is always checked).
-``foreign_key_checks = 0`` means rows are not checked against referenced tables during the load,
-as with a ``mysqldump`` restore: pre-flight reports a table's foreign keys so the DAG author decides.
+``foreign_key_checks = 0`` would let a row whose parent does not exist commit, and InnoDB never
+re-checks existing rows: so the load turns foreign key checks back on for a table that has foreign
+keys (an orphan row fails its chunk, naming it), and off only for tables without any.
 The session settings are restored when the transaction ends, so a pooled connection is never left
 weakened.
 """
@@ -947,9 +948,25 @@ class MySqlDialect(Dialect):
             )
 
     def _keep_unique_checks_if_needed(self, conn: Any, table: TableRef) -> None:
-        if self.has_secondary_unique_index(conn, table):
-            with _cursor(conn) as cur:
+        """Checks that guard the rows stay on: unique checks for a secondary UNIQUE index, and
+        foreign key checks for a table with foreign keys (with them off, a row whose parent does
+        not exist would commit, and nothing re-checks it: InnoDB never validates existing rows)."""
+        with _cursor(conn) as cur:
+            if self.has_secondary_unique_index(conn, table):
                 cur.execute("SET SESSION unique_checks = 1")
+            if self.has_foreign_keys(conn, table):
+                cur.execute("SET SESSION foreign_key_checks = 1")
+
+    def has_foreign_keys(self, conn: Any, table: TableRef) -> bool:
+        return (
+            _scalar(
+                conn,
+                "SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS "
+                "WHERE CONSTRAINT_SCHEMA = %s AND TABLE_NAME = %s",
+                (table.schema, table.name),
+            )
+            or 0
+        ) > 0
 
     def has_secondary_unique_index(self, conn: Any, table: TableRef) -> bool:
         return (

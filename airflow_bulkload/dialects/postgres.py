@@ -60,6 +60,7 @@ from airflow_bulkload.exceptions import (
     BulkModeRefusedError,
     BulkModeStateError,
     ChunkLoadError,
+    ForeignKeyViolationError,
     InsufficientPrivilegeError,
     TableNotFoundError,
 )
@@ -1147,13 +1148,26 @@ class PostgresDialect(Dialect):
         name = sql.Identifier(fk["name"])
         definition = normalise_ddl(fk["definition"])
         was_valid = not definition.upper().endswith("NOT VALID")
-        conn.execute(
-            sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} ").format(owner, name)
-            + sql.SQL(definition)
-            + sql.SQL(" NOT VALID" if was_valid else "")
-        )
-        if was_valid:
-            conn.execute(sql.SQL("ALTER TABLE {} VALIDATE CONSTRAINT {}").format(owner, name))
+        try:
+            # one transaction: a failed validation takes the constraint back out, never leaving
+            # it NOT VALID where it was valid
+            with conn.transaction():
+                conn.execute(
+                    sql.SQL("ALTER TABLE {} ADD CONSTRAINT {} ").format(owner, name)
+                    + sql.SQL(definition)
+                    + sql.SQL(" NOT VALID" if was_valid else "")
+                )
+                if was_valid:
+                    conn.execute(
+                        sql.SQL("ALTER TABLE {} VALIDATE CONSTRAINT {}").format(owner, name)
+                    )
+        except pg_errors.ForeignKeyViolation as exc:
+            raise ForeignKeyViolationError(
+                f"foreign key {fk['name']} on {fk['schema']}.{fk['table']} ({definition}) cannot "
+                f"be re-added: loaded rows reference missing parents ({exc.diag.message_detail}). "
+                "Load the parents first, or remove the orphan rows, then run finalize (or "
+                "restore) again"
+            ) from exc
 
     def duplicate_key_sample(
         self, conn: Any, table: TableRef, index: dict[str, Any], exc: Exception, limit: int = 5

@@ -27,6 +27,7 @@ from airflow_bulkload.advice.plan import DEFAULT_PARALLELISM
 from airflow_bulkload.dialects.base import TableRef
 from airflow_bulkload.exceptions import (
     DuplicateKeyError,
+    ForeignKeyViolationError,
     InsufficientPrivilegeError,
     TableClaimedError,
     TableStateError,
@@ -274,7 +275,7 @@ class TableStateHook(BulkLoadHook):
                 seconds = self._rebuild(
                     conn, ref, saved, load_id, parallelism, maintenance_work_mem
                 )
-            except DuplicateKeyError as exc:
+            except (DuplicateKeyError, ForeignKeyViolationError) as exc:
                 if verb != "restore" or not self._take_back_load(conn, ref, state, exc):
                     raise
                 seconds = self._rebuild(
@@ -309,9 +310,10 @@ class TableStateHook(BulkLoadHook):
         }
 
     def _take_back_load(
-        self, conn: Any, ref: TableRef, state: dict[str, Any], error: DuplicateKeyError
+        self, conn: Any, ref: TableRef, state: dict[str, Any], error: TableStateError
     ) -> bool:
-        """Restore after the load's own rows broke a unique key it had dropped: when the table
+        """Restore after the load's own rows broke a unique key or foreign key it had dropped:
+        when the table
         was empty at prepare and holds exactly the rows loaded since (by the ledger), empty it
         again, so the keys rebuild and the table is as it was before the run. Anything else
         (rows from elsewhere) is left for a person: False."""

@@ -41,7 +41,9 @@ def main() -> None:
     if action == "prepare":
         dialect.drop_index = counted(dialect.drop_index)  # type: ignore[method-assign]
         dialect.drop_foreign_key = counted(dialect.drop_foreign_key)  # type: ignore[method-assign]
-        hook.prepare(table, load_id=load_id, drop_indexes=True, drop_primary_key=True)
+        hook.prepare(
+            table, load_id=load_id, drop_indexes=True, drop_primary_key=True, drop_foreign_keys=True
+        )
     else:
         hook._build_in_own_session = counted(hook._build_in_own_session)  # type: ignore[method-assign]
         hook.finalize(table, load_id=load_id, parallelism=1)

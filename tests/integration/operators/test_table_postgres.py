@@ -87,7 +87,9 @@ def test_prepare_load_finalize_gives_the_same_catalog(
 ) -> None:
     hook = TableStateHook(conn_id=pg_db.conn_id)
     # the table holds rows: its keys go only because the author asks
-    prepared = hook.prepare("orders", load_id="L1", incoming_bytes=10**9, drop_primary_key=True)
+    prepared = hook.prepare(
+        "orders", load_id="L1", incoming_bytes=10**9, drop_primary_key=True, drop_foreign_keys=True
+    )
 
     assert prepared["decision"]["drop_indexes"] and prepared["decision"]["drop_primary_key"]
     assert pg_db.query("SELECT count(*) FROM pg_index WHERE indrelid = 'orders'::regclass") == [
@@ -167,7 +169,9 @@ def test_kill_9_mid_prepare_then_rerun_prepare_and_finalize(
     assert 0 < left < 8  # some dropped, some not
 
     hook = TableStateHook(conn_id=pg_db.conn_id)
-    again = hook.prepare("orders", load_id="K", drop_indexes=True, drop_primary_key=True)
+    again = hook.prepare(
+        "orders", load_id="K", drop_indexes=True, drop_primary_key=True, drop_foreign_keys=True
+    )
     assert again["resumed"]
     assert len(again["dropped"]) == 10
     insert_orders(pg_db, 101, 1000)
@@ -179,7 +183,9 @@ def test_kill_9_mid_finalize_then_finalize_again(
     pg_db: TestDatabase, orders: dict[str, Any]
 ) -> None:
     hook = TableStateHook(conn_id=pg_db.conn_id)
-    hook.prepare("orders", load_id="K", drop_indexes=True, drop_primary_key=True)
+    hook.prepare(
+        "orders", load_id="K", drop_indexes=True, drop_primary_key=True, drop_foreign_keys=True
+    )
     insert_orders(pg_db, 101, 3000)
     child = run_child(pg_db, "finalize", 3)  # the PK's index and two more built, then killed
     assert child.returncode == -9, child.stderr

@@ -172,7 +172,9 @@ def test_foreign_keys_cite_the_14_percent() -> None:
         assert finding.severity is Severity.WARN
         assert ev.INTEGRITY_CHECKS in finding.evidence
     assert "617 s" in ev.INTEGRITY_CHECKS.detail and "529 s" in ev.INTEGRITY_CHECKS.detail
-    assert "NOT checked" in only(inputs("mysql", table(fks=1)), "foreign_keys").message
+    assert (
+        "keeps foreign_key_checks on" in only(inputs("mysql", table(fks=1)), "foreign_keys").message
+    )
 
 
 def test_triggers_warn_unless_disabled() -> None:
