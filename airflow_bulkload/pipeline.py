@@ -2,7 +2,8 @@
 
 ::
 
-    stage ─► preflight ─► withdraw_superseded ─► enter_bulk_mode (setup) ─► prepare_table (setup)
+    stage ─► preflight ─► claim_table ─► withdraw_superseded ─► enter_bulk_mode (setup)
+          ─► prepare_table (setup)
           ─► load x N (mapped) ─► finalize_table ─► checkpoint ─► report
           ─► restore_table (teardown) ─► exit_bulk_mode (teardown)
 
@@ -39,6 +40,7 @@ from airflow_bulkload.operators.report import LoadReportOperator, record_end, re
 from airflow_bulkload.operators.stage import MANIFEST_URI_XCOM_KEY, StageToS3Operator
 from airflow_bulkload.operators.table import (
     CheckpointOperator,
+    ClaimTableOperator,
     FinalizeTableOperator,
     PrepareTableOperator,
     RestoreTableOperator,
@@ -246,7 +248,15 @@ def bulk_load_table(
             reload=reload,
             **timing,
         )
-        stage >> preflight >> withdraw
+        claim = ClaimTableOperator(
+            task_id="claim_table",
+            table=table,
+            conn_id=conn_id,
+            claim_timeout=table_claim_timeout.total_seconds(),
+            **timing,
+        )
+        # claim first: a load waiting for the table must not hold the server in bulk mode
+        stage >> preflight >> claim >> withdraw
 
         prepare = PrepareTableOperator(
             task_id="prepare_table",
@@ -317,6 +327,7 @@ def bulk_load_table(
         stages = {
             "stage": stage.task_id,
             "preflight": preflight.task_id,
+            "claim_table": claim.task_id,
             "withdraw_superseded": withdraw.task_id,
             **({"enter_bulk_mode": enter.task_id} if enter else {}),
             "prepare_table": prepare.task_id,
@@ -345,6 +356,7 @@ def bulk_load_table(
         # dropping some indexes, enter after changing some settings): the default teardown rule
         # would skip them when their setup failed.
         restore.as_teardown(setups=prepare)
+        claim >> restore  # releases the claim also when enter_bulk_mode or withdraw failed
         restore.trigger_rule = "all_done"  # type: ignore[assignment]
         checkpoint >> restore
         if enter and exit_:

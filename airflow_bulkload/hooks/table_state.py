@@ -170,6 +170,20 @@ class TableStateHook(BulkLoadHook):
             "decision": decision.to_dict(),
         }
 
+    def claim(
+        self, table: str, *, load_id: str, timeout: float = 0.0, poll_interval: float = 5.0
+    ) -> dict[str, Any]:
+        """Take the table's claim for ``load_id`` (waiting up to ``timeout`` s while another load
+        holds it), without changing the table: the pipeline claims before it enters bulk mode,
+        so a load waiting for the table never holds the server in bulk mode meanwhile. Prepare
+        for the same load id then finds the claim its own; finalize or restore releases it."""
+        with self._session() as conn:
+            ref = self._ref(conn, table)
+            holder = f"{load_id} (host {socket.gethostname()}, pid {os.getpid()})"
+            self._claim(conn, ref, load_id, holder, timeout, poll_interval)
+        self.log.info("%s: claimed for load %s", ref, load_id)
+        return {"load_id": load_id, "table": str(ref), "holder": holder}
+
     def _claim(
         self,
         conn: Any,

@@ -7,6 +7,7 @@ from airflow_bulkload.operators.report import LoadReportOperator
 from airflow_bulkload.operators.stage import StageToS3Operator
 from airflow_bulkload.operators.table import (
     CheckpointOperator,
+    ClaimTableOperator,
     FinalizeTableOperator,
     PrepareTableOperator,
     RestoreTableOperator,
@@ -15,6 +16,7 @@ from airflow_bulkload.operators.withdraw import WithdrawSupersededChunksOperator
 
 __all__ = [
     "CheckpointOperator",
+    "ClaimTableOperator",
     "EnterBulkModeOperator",
     "ExitBulkModeOperator",
     "FinalizeTableOperator",

@@ -57,6 +57,33 @@ class _TableOperator(BaseOperator):
         return TableStateHook(conn_id=self.conn_id)
 
 
+class ClaimTableOperator(_TableOperator):
+    """Claim the table for this load before anything changes on the server.
+
+    The claim (a durable row in the state tables) says which load may strip the table; a second
+    load waits up to ``claim_timeout`` seconds, then fails naming the holder. Taking it before
+    ``enter_bulk_mode`` means a load that must wait for another never holds a shared server in
+    bulk mode for the wait. :class:`PrepareTableOperator` with the same load id finds the claim
+    its own; finalize or restore (the teardown, which also runs when this fails) releases it.
+
+    :param table: ``schema.table`` (PostgreSQL) or ``db.table``/``table`` (MySQL).
+    :param conn_id: a ``postgres`` or ``mysql`` connection.
+    :param load_id: the load id shared with prepare/finalize/restore (default as theirs).
+    :param claim_timeout: seconds to wait for another load's claim.
+    """
+
+    template_fields: Sequence[str] = ("table", "load_id")
+
+    def __init__(self, *, claim_timeout: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.claim_timeout = claim_timeout
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        return self.hook().claim(
+            self.table, load_id=self.resolved_load_id(context), timeout=self.claim_timeout
+        )
+
+
 class PrepareTableOperator(_TableOperator):
     """Save the table's state durably, then strip it for a fast load.
 

@@ -61,3 +61,14 @@ def test_explicit_knobs_are_what_runs_not_the_advice() -> None:
     load = dag.get_task("load_public_t.load")
     assert load.partial_kwargs["max_concurrent_loads"] == 3  # type: ignore[attr-defined]
     assert load.partial_kwargs["max_active_tis_per_dagrun"] == 3  # type: ignore[attr-defined]
+
+
+def test_the_table_is_claimed_before_bulk_mode_and_released_by_the_teardown() -> None:
+    with DAG("claim_first", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
+        bulk_load_table(table="public.t", conn_id="pg", source="s3://in/x/", staging="s3://s/x")
+    claim = dag.get_task("load_public_t.claim_table")
+    assert "load_public_t.preflight" in claim.upstream_task_ids
+    assert "load_public_t.withdraw_superseded" in claim.downstream_task_ids
+    enter = dag.get_task("load_public_t.enter_bulk_mode")
+    assert claim.task_id in enter.get_flat_relative_ids(upstream=True)
+    assert "load_public_t.restore_table" in claim.downstream_task_ids

@@ -131,3 +131,25 @@ def test_explicit_drop_indexes_false_keeps_every_index_on_an_empty_table(
         catalog(notes)[: len(before) - (1 if notes.engine == "postgres" else 0)]
         == before[: len(before) - (1 if notes.engine == "postgres" else 0)]
     )
+
+
+def test_a_claim_held_by_another_load_fails_the_claim_step_before_anything_changes(
+    notes: TestDatabase,
+) -> None:
+    from airflow_bulkload.exceptions import TableClaimedError
+    from airflow_bulkload.operators.table import ClaimTableOperator
+
+    before = catalog(notes)
+    hook = TableStateHook(conn_id=notes.conn_id)
+    hook.claim("notes", load_id="crashed-load")
+    step = ClaimTableOperator(
+        task_id="claim_table", table="notes", conn_id=notes.conn_id, load_id="tonight"
+    )
+    with pytest.raises(TableClaimedError, match="crashed-load"):
+        step.execute({})
+    assert catalog(notes) == before
+    hook.restore("notes", load_id="crashed-load")  # its teardown, or a person, releases it
+    assert step.execute({})["load_id"] == "tonight"
+    assert hook.prepare("notes", load_id="tonight", drop_indexes=False)["load_id"] == "tonight"
+    hook.finalize("notes", load_id="tonight")
+    assert claims(notes) == []
