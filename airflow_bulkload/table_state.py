@@ -124,6 +124,8 @@ def snapshot_from_info(
             "columns": list(ix.columns),
             "method": ix.method,
             "needed_by_fk": ix.name in needed,
+            "comment": ix.comment,
+            "constraint_comment": ix.constraint_comment,
         }
         for ix in info.indexes
     ]
@@ -415,6 +417,12 @@ def compare_snapshots(saved: Mapping[str, Any], current: Mapping[str, Any]) -> l
             problems.append(
                 f"index {ix['name']} differs: saved {ix['definition']!r}, now {now['definition']!r}"
             )
+        for key in ("comment", "constraint_comment"):
+            if key in ix and ix.get(key) != now.get(key):
+                problems.append(
+                    f"index {ix['name']}: {key.replace('_', ' ')} differs: saved "
+                    f"{ix.get(key)!r}, now {now.get(key)!r}"
+                )
         if (ix.get("constraint_name") or None) != (now.get("constraint_name") or None):
             problems.append(
                 f"index {ix['name']} backs constraint {now.get('constraint_name')!r}, "

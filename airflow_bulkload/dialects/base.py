@@ -117,6 +117,8 @@ class IndexInfo:
     method: str | None = None  # access method: btree, hash, gin, ... (engine's name)
     predicate: str | None = None  # WHERE clause of a partial index
     is_valid: bool = True  # False for an index left invalid by a failed concurrent build
+    comment: str | None = None  # COMMENT ON INDEX (PostgreSQL; MySQL keeps it in the key DDL)
+    constraint_comment: str | None = None  # COMMENT ON CONSTRAINT of the backed constraint
 
 
 @dataclass(frozen=True)
@@ -496,6 +498,10 @@ class Dialect(abc.ABC):
         """Build saved indexes in this session (PostgreSQL: one per call when run in parallel;
         MySQL: one ``ALTER TABLE`` for all). ``concurrent_sessions``: how many sessions build at
         once (PostgreSQL then gives each build no parallel workers of its own)."""
+
+    def restore_comments(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:  # noqa: B027
+        """Put a rebuilt index's saved comments back; engines whose index DDL holds the comment
+        (MySQL's ``COMMENT '…'`` in the key definition) have nothing to do."""
 
     @abc.abstractmethod
     def attach_constraint(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:

@@ -849,7 +849,9 @@ class PostgresDialect(Dialect):
             "   THEN (SELECT a.attname FROM pg_attribute a"
             "         WHERE a.attrelid = i.indrelid AND a.attnum = i.indkey[k - 1])"
             "   ELSE pg_get_indexdef(i.indexrelid, k, true) END"
-            "   FROM generate_series(1, i.indnkeyatts) AS k ORDER BY k)"
+            "   FROM generate_series(1, i.indnkeyatts) AS k ORDER BY k),"
+            " pg_catalog.obj_description(i.indexrelid, 'pg_class'),"
+            " pg_catalog.obj_description(con.oid, 'pg_constraint')"
             " FROM pg_index i"
             " JOIN pg_class ic ON ic.oid = i.indexrelid"
             " JOIN pg_am am ON am.oid = ic.relam"
@@ -869,6 +871,8 @@ class PostgresDialect(Dialect):
                 method=method,
                 predicate=predicate,
                 is_valid=bool(valid),
+                comment=comment,
+                constraint_comment=constraint_comment,
             )
             for (
                 name,
@@ -880,6 +884,8 @@ class PostgresDialect(Dialect):
                 predicate,
                 constraint,
                 index_columns,
+                comment,
+                constraint_comment,
             ) in cur.fetchall()
         ]
 
@@ -1120,6 +1126,24 @@ class PostgresDialect(Dialect):
             )
         for index in indexes:
             conn.execute(sql.SQL(index["definition"]))
+
+    def restore_comments(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:
+        """Put a rebuilt index's comment (and its constraint's) back as saved."""
+        if index.get("comment") is not None:
+            conn.execute(
+                sql.SQL("COMMENT ON INDEX {} IS {}").format(
+                    sql.Identifier(table.schema or "public", index["name"]),
+                    sql.Literal(index["comment"]),
+                )
+            )
+        if index.get("constraint_comment") is not None and index.get("constraint_name"):
+            conn.execute(
+                sql.SQL("COMMENT ON CONSTRAINT {} ON {} IS {}").format(
+                    sql.Identifier(index["constraint_name"]),
+                    table_identifier(table),
+                    sql.Literal(index["constraint_comment"]),
+                )
+            )
 
     def attach_constraint(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:
         """``ADD CONSTRAINT ... PRIMARY KEY/UNIQUE USING INDEX``: no second build, and no lock that

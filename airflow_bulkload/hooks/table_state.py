@@ -436,6 +436,10 @@ class TableStateHook(BulkLoadHook):
                 ix["name"],
                 time.monotonic() - started,
             )
+        rebuilt = {ix["name"] for ix in indexes} | {ix["name"] for ix in plan.attach_constraints}
+        for ix in saved["indexes"]:
+            if ix["name"] in rebuilt:
+                dialect.restore_comments(conn, ref, ix)
         for fk in plan.add_foreign_keys:
             started = time.monotonic()
             dialect.add_foreign_key(conn, fk)

@@ -153,3 +153,33 @@ def test_a_claim_held_by_another_load_fails_the_claim_step_before_anything_chang
     assert hook.prepare("notes", load_id="tonight", drop_indexes=False)["load_id"] == "tonight"
     hook.finalize("notes", load_id="tonight")
     assert claims(notes) == []
+
+
+def test_index_and_constraint_comments_survive_the_drop_and_rebuild(
+    notes: TestDatabase,
+) -> None:
+    if notes.engine == "postgres":
+        notes.query("COMMENT ON INDEX notes_note IS 'for the search page'")
+        notes.query("COMMENT ON INDEX notes_code IS 'one row per code'")
+        notes.query("COMMENT ON CONSTRAINT notes_pkey ON notes IS 'the row id'")
+        comments = (
+            "SELECT c.relname, obj_description(c.oid, 'pg_class') FROM pg_index i"
+            " JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'notes'::regclass"
+            " UNION ALL SELECT conname, obj_description(oid, 'pg_constraint') FROM pg_constraint"
+            " WHERE conrelid = 'notes'::regclass ORDER BY 1"
+        )
+    else:
+        notes.query(
+            "ALTER TABLE notes DROP INDEX notes_note, ADD INDEX notes_note (note) COMMENT 'for the search page'"
+        )
+        comments = (
+            "SELECT INDEX_NAME, INDEX_COMMENT FROM information_schema.STATISTICS"
+            " WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'notes' ORDER BY 1"
+        )
+    before = notes.query(comments)
+    hook = TableStateHook(conn_id=notes.conn_id)
+    kwargs = {"drop_primary_key": True} if notes.engine == "postgres" else {}
+    hook.prepare("notes", load_id="C", drop_indexes=True, drop_unique_indexes=True, **kwargs)
+    assert notes.query(comments) != before
+    hook.finalize("notes", load_id="C")
+    assert notes.query(comments) == before
