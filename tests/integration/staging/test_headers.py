@@ -91,3 +91,11 @@ def test_columns_may_rename_the_header(
     staged = stage_folder(moto_server, s3_bucket, tmp_path, columns=["id", "first", "last"])
     assert staged.manifest.columns == ["id", "first", "last"]
     assert staged.manifest.total_rows == 5
+
+
+def test_a_nul_byte_is_refused_for_both_engines_naming_the_line(
+    moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    (tmp_path / "a.csv").write_bytes(b"id,first,last\n1,a,b\n2,c\x00d,e\n3,f,g\n")
+    with pytest.raises(BulkLoadError, match=r"NUL byte \(U\+0000\) in record line 2.*2,c"):
+        stage_folder(moto_server, s3_bucket, tmp_path)
