@@ -150,6 +150,10 @@ def snapshot_from_info(
         "foreign_keys": fks,
         "reloptions": dict(info.reloptions),
         "toast_reloptions": dict(info.extra.get("toast_reloptions") or {}),
+        "partition_reloptions": {
+            f"{schema}.{name}": dict(options)
+            for schema, name, options in info.extra.get("partitions") or []
+        },
         "size_bytes": info.size_bytes,
         "estimated_rows": info.estimated_rows,
     }
@@ -234,6 +238,33 @@ def decide_drops(
       them (the load session runs with ``foreign_key_checks = 0`` already).
     """
     reasons: dict[str, str] = {}
+    if info.extra.get("relkind") == "p":
+        forced = [
+            name
+            for name, value in (
+                ("drop_indexes", drop_indexes),
+                ("drop_primary_key", drop_primary_key),
+                ("drop_foreign_keys", drop_foreign_keys),
+                ("drop_unique_indexes", drop_unique_indexes),
+            )
+            if value is True
+        ]
+        if forced:
+            raise ValueError(
+                f"{', '.join(forced)}=True is refused for the partitioned table {info.table}: its "
+                "indexes and keys are partitioned (one per partition, attached to the parent's); "
+                "they are kept through the load, autovacuum goes off per partition"
+            )
+        why = "partitioned table: indexes, keys and foreign keys are kept (auto)"
+        return DropDecision(
+            False,
+            False,
+            False,
+            {"drop_indexes": why, "drop_primary_key": why, "drop_foreign_keys": why},
+            drop_unique=False,
+            table_empty=table_empty,
+            drop_outgoing_fks=False,
+        )
     summary = InputSummary(total_bytes=incoming_bytes) if incoming_bytes else None
     inputs = PreflightInputs(engine=engine, table=info, input=summary)
     if drop_indexes is None:
@@ -444,6 +475,12 @@ def compare_snapshots(saved: Mapping[str, Any], current: Mapping[str, Any]) -> l
         elif normalise_ddl(now["definition"]) != normalise_ddl(fk["definition"]):
             problems.append(
                 f"{label} differs: saved {fk['definition']!r}, now {now['definition']!r}"
+            )
+    now_leaves = current.get("partition_reloptions") or {}
+    for leaf, options in (saved.get("partition_reloptions") or {}).items():
+        if leaf in now_leaves and dict(options) != dict(now_leaves[leaf]):
+            problems.append(
+                f"reloptions of partition {leaf} differ: saved {options}, now {now_leaves[leaf]}"
             )
     for key in ("reloptions", "toast_reloptions"):
         if dict(saved.get(key) or {}) != dict(current.get(key) or {}):

@@ -218,6 +218,13 @@ CHECKPOINT_AFTER_LOAD = Evidence(
     "the source ends its optimised load with a manual CHECKPOINT before restoring the settings",
     RDS_PG_BULK,
 )
+PARTITIONED_STORAGE = Evidence(
+    "requirement",
+    "a partitioned table has no storage: PostgreSQL refuses autovacuum_enabled on it and keeps "
+    "storage options per partition; its indexes are partitioned indexes, one per partition",
+    "prepare sets autovacuum per leaf partition and keeps the partitioned indexes and keys",
+    PROJECT_BENCH,
+)
 COLUMN_MAPPING = Evidence(
     "requirement",
     "COPY and LOAD DATA name the target columns: a name the table lacks fails every chunk, and a "

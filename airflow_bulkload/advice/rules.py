@@ -373,6 +373,21 @@ def input_columns(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
+def partitioned_table(ctx: RuleContext) -> Iterator[Finding]:
+    partitions = ctx.inputs.table.extra.get("partitions")
+    if ctx.inputs.table.extra.get("relkind") != "p":
+        return
+    yield Finding(
+        "partitioned_table",
+        INFO,
+        f"{ctx.table_name} is partitioned ({len(partitions or [])} leaf partition(s)): rows are "
+        "routed through the parent, autovacuum goes off per partition, and its partitioned "
+        "indexes and keys are kept through the load (drop_indexes and friends do not apply).",
+        "Nothing to do; a load into one partition only may target that partition directly.",
+        (ev.PARTITIONED_STORAGE,),
+    )
+
+
 def checkpoint_privilege(ctx: RuleContext) -> Iterator[Finding]:
     server = ctx.inputs.server
     if ctx.inputs.is_mysql or server is None or server.can_checkpoint is not False:
@@ -711,6 +726,7 @@ RULES: tuple[Rule, ...] = (
     redundant_indexes,
     foreign_keys,
     input_columns,
+    partitioned_table,
     checkpoint_privilege,
     triggers,
     chunk_sizes,

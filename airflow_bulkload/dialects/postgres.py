@@ -821,6 +821,22 @@ class PostgresDialect(Dialect):
                 f"table {table} does not exist (or is not visible to this user)"
             )
         oid, relkind, persistence, reltuples, size, reloptions, toast_reloptions = rel
+        partitions: list[list[Any]] = []
+        if relkind == "p":
+            # the leaves hold the rows: their size and row estimate are the table's
+            cur.execute(
+                "SELECT n.nspname, c.relname, c.reloptions, c.reltuples,"
+                " pg_total_relation_size(c.oid)"
+                " FROM pg_catalog.pg_partition_tree(%s) t"
+                " JOIN pg_catalog.pg_class c ON c.oid = t.relid"
+                " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE t.isleaf ORDER BY 1, 2",
+                (oid,),
+            )
+            leaves = cur.fetchall()
+            partitions = [[leaf[0], leaf[1], _options_dict(leaf[2])] for leaf in leaves]
+            reltuples = sum(max(float(leaf[3]), 0) for leaf in leaves) if leaves else reltuples
+            size = sum(int(leaf[4]) for leaf in leaves)
 
         cur.execute(
             "SELECT a.attname, format_type(a.atttypid, a.atttypmod), NOT a.attnotnull,"
@@ -936,6 +952,7 @@ class PostgresDialect(Dialect):
                 # reltuples is -1 until the first VACUUM/ANALYZE (PostgreSQL 14+)
                 "analyzed": reltuples >= 0,
                 "toast_reloptions": _options_dict(toast_reloptions),
+                "partitions": partitions,
                 "identity_columns": identity,
                 "generated_columns": generated,
                 "trigger_definitions": {row[0]: row[1] for row in trigger_rows},
@@ -1045,41 +1062,74 @@ class PostgresDialect(Dialect):
         )
 
     def disable_autovacuum(self, conn: Any, table: TableRef) -> None:
-        conn.execute(
-            sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = false)").format(
-                table_identifier(table)
+        """Autovacuum off for the table; for a partitioned table (which has no storage and
+        refuses the option), for each of its leaf partitions."""
+        for target in self._storage_tables(conn, table):
+            conn.execute(
+                sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = false)").format(
+                    table_identifier(target)
+                )
             )
-        )
+
+    def _storage_tables(self, conn: Any, table: TableRef) -> list[TableRef]:
+        partitions = self.describe_table(conn, table).extra.get("partitions") or []
+        if not partitions:
+            return [table]
+        return [TableRef(name=name, schema=schema) for schema, name, _ in partitions]
 
     def restore_reloptions(self, conn: Any, table: TableRef, saved: dict[str, Any]) -> list[str]:
+        """Put the table's storage options back as saved (and its TOAST table's, and for a
+        partitioned table each leaf partition's that still exists)."""
         current = self.table_snapshot(conn, table)
         changes: list[str] = []
+        now_leaves = current.get("partition_reloptions") or {}
+        for leaf, options in (saved.get("partition_reloptions") or {}).items():
+            if leaf not in now_leaves:
+                continue  # detached or dropped since: not ours to re-create
+            schema, _, name = leaf.partition(".")
+            leaf_changes = self._set_options(
+                conn, TableRef(name=name, schema=schema), None, options, now_leaves[leaf]
+            )
+            changes += [f"{leaf}: {change}" for change in leaf_changes]
         for key, prefix in (("reloptions", None), ("toast_reloptions", "toast")):
-            to_set, to_reset = reloption_changes(saved.get(key) or {}, current.get(key) or {})
-
-            def name(option: str, prefix: str | None = prefix) -> sql.Identifier:
-                return sql.Identifier(prefix, option) if prefix else sql.Identifier(option)
-
-            if to_set:
-                conn.execute(
-                    sql.SQL("ALTER TABLE {} SET ({})").format(
-                        table_identifier(table),
-                        sql.SQL(", ").join(
-                            sql.SQL("{} = {}").format(name(k), sql.Literal(v))
-                            for k, v in to_set.items()
-                        ),
-                    )
-                )
-            if to_reset:
-                conn.execute(
-                    sql.SQL("ALTER TABLE {} RESET ({})").format(
-                        table_identifier(table), sql.SQL(", ").join(name(k) for k in to_reset)
-                    )
-                )
-            label = f"{prefix}." if prefix else ""
-            changes += [f"SET {label}{k}={v}" for k, v in to_set.items()]
-            changes += [f"RESET {label}{k}" for k in to_reset]
+            changes += self._set_options(
+                conn, table, prefix, saved.get(key) or {}, current.get(key) or {}
+            )
         return changes
+
+    def _set_options(
+        self,
+        conn: Any,
+        table: TableRef,
+        prefix: str | None,
+        saved: dict[str, str],
+        current: dict[str, str],
+    ) -> list[str]:
+        to_set, to_reset = reloption_changes(saved, current)
+
+        def name(option: str) -> sql.Identifier:
+            return sql.Identifier(prefix, option) if prefix else sql.Identifier(option)
+
+        if to_set:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} SET ({})").format(
+                    table_identifier(table),
+                    sql.SQL(", ").join(
+                        sql.SQL("{} = {}").format(name(k), sql.Literal(v))
+                        for k, v in to_set.items()
+                    ),
+                )
+            )
+        if to_reset:
+            conn.execute(
+                sql.SQL("ALTER TABLE {} RESET ({})").format(
+                    table_identifier(table), sql.SQL(", ").join(name(k) for k in to_reset)
+                )
+            )
+        label = f"{prefix}." if prefix else ""
+        return [f"SET {label}{k}={v}" for k, v in to_set.items()] + [
+            f"RESET {label}{k}" for k in to_reset
+        ]
 
     def drop_index(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:
         if index.get("constraint_name"):
