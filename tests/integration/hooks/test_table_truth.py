@@ -322,3 +322,42 @@ def test_a_one_megabyte_field_at_a_chunk_edge_stages_and_loads(
         (2, 1_000_000),
         (3, 1_000_013),
     ]
+
+
+def test_composite_text_and_date_keys_with_awkward_values_are_probed(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    text = "text" if any_db.engine == "postgres" else "VARCHAR(40)"
+    any_db.query(
+        f"CREATE TABLE notes (day date NOT NULL, code {text} NOT NULL, note {text},"
+        " PRIMARY KEY (day, code))"
+    )
+    awkward = ['a,"b"', "NULL", "ünï", " padded ", "007"]
+    source = tmp_path / "k.csv"
+    source.write_text(
+        "".join(
+            f'2026-01-{1 + n % 28:02d},"{awkward[n % 5].replace(chr(34), chr(34) * 2)}{n}",x\n'
+            for n in range(400)
+        )
+    )
+    staged = stage(
+        str(source),
+        s3=moto_server.client("s3"),
+        staging_uri=f"s3://{s3_bucket}/staging",
+        dag_id="nightly",
+        table="notes",
+        run="2026-11-21",
+        options=StagingOptions(
+            file_format=FileFormat(header=False),
+            columns=["day", "code", "note"],
+            chunk_size=2000,
+            probe_key=["day", "code"],
+        ),
+    )
+    assert all(c.first_key for c in staged.manifest.chunks)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    run_load(hook, staged)
+    assert all(r.skipped for r in run_load(hook, staged))  # every probe finds its keys
+    any_db.query("TRUNCATE TABLE notes")
+    assert not any(r.skipped for r in run_load(hook, staged))
+    assert any_db.query("SELECT count(*) FROM notes") == [(400,)]
