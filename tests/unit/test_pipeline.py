@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pendulum
 from airflow.sdk import DAG
@@ -10,15 +11,17 @@ from airflow.sdk import DAG
 from airflow_bulkload.pipeline import bulk_load_table
 
 
-def test_the_pipeline_wires_reload_and_the_reports_table_check() -> None:
+def pipeline(**arguments: Any) -> DAG:
+    """A DAG holding one ``bulk_load_table`` group for ``public.t`` with ``arguments``."""
     with DAG("wiring", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
         bulk_load_table(
-            table="public.t",
-            conn_id="pg",
-            source="s3://in/x/",
-            staging="s3://stage/x",
-            reload="{{ params.reload }}",
+            table="public.t", conn_id="pg", source="s3://in/x/", staging="s3://s/x", **arguments
         )
+    return dag
+
+
+def test_the_pipeline_wires_reload_and_the_reports_table_check() -> None:
+    dag = pipeline(reload="{{ params.reload }}")
     withdraw = dag.get_task("load_public_t.withdraw_superseded")
     report = dag.get_task("load_public_t.report")
     assert withdraw.reload == "{{ params.reload }}"  # type: ignore[attr-defined]
@@ -28,14 +31,7 @@ def test_the_pipeline_wires_reload_and_the_reports_table_check() -> None:
 
 
 def test_the_pipeline_gives_its_teardowns_retries_backoff_and_timeouts() -> None:
-    with DAG("teardowns", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
-        bulk_load_table(
-            table="public.t",
-            conn_id="pg",
-            source="s3://in/x/",
-            staging="s3://stage/x",
-            restore_timeout=timedelta(hours=2),
-        )
+    dag = pipeline(restore_timeout=timedelta(hours=2))
     for task_id, timeout in (("restore_table", 2), ("exit_bulk_mode", 1)):
         task = dag.get_task(f"load_public_t.{task_id}")
         assert task.retries == 5
@@ -45,16 +41,7 @@ def test_the_pipeline_gives_its_teardowns_retries_backoff_and_timeouts() -> None
 
 
 def test_explicit_knobs_are_what_runs_not_the_advice() -> None:
-    with DAG("explicit", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
-        bulk_load_table(
-            table="public.t",
-            conn_id="pg",
-            source="s3://in/x/",
-            staging="s3://stage/x",
-            drop_indexes=False,
-            drop_primary_key=False,
-            parallelism=3,
-        )
+    dag = pipeline(drop_indexes=False, drop_primary_key=False, parallelism=3)
     prepare = dag.get_task("load_public_t.prepare_table")
     assert prepare.drop_indexes is False  # type: ignore[attr-defined]
     assert prepare.drop_primary_key is False  # type: ignore[attr-defined]
@@ -64,8 +51,7 @@ def test_explicit_knobs_are_what_runs_not_the_advice() -> None:
 
 
 def test_the_table_is_claimed_before_bulk_mode_and_released_by_the_teardown() -> None:
-    with DAG("claim_first", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
-        bulk_load_table(table="public.t", conn_id="pg", source="s3://in/x/", staging="s3://s/x")
+    dag = pipeline()
     claim = dag.get_task("load_public_t.claim_table")
     assert "load_public_t.preflight" in claim.upstream_task_ids
     assert "load_public_t.withdraw_superseded" in claim.downstream_task_ids

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,23 +47,25 @@ def stage_input(
     key: bool = True,
     run: str = "2026-11-21",
     dag_id: str = "nightly",
+    **options: Any,
 ) -> StageResult:
-    result = stage(
+    """``path`` staged as the pipeline would for ``notes``; ``options`` override the
+    :class:`StagingOptions` (id, note columns, 2 kB chunks, the id as the probe key)."""
+    defaults: dict[str, Any] = {
+        "file_format": FileFormat(header=False),
+        "columns": ["id", "note"],
+        "chunk_size": 2000,
+        "probe_key": ["id"] if key else [],
+    }
+    return stage(
         str(path),
         s3=moto.client("s3"),
         staging_uri=f"s3://{bucket}/staging",
         dag_id=dag_id,
         table="notes",
         run=run,
-        options=StagingOptions(
-            file_format=FileFormat(header=False),
-            columns=["id", "note"],
-            chunk_size=2000,
-            probe_key=["id"] if key else [],
-        ),
+        options=StagingOptions(**(defaults | options)),
     )
-    assert len(result.manifest.chunks) >= 2
-    return result
 
 
 def run_load(hook: BulkLoadHook, result: StageResult, *, reload: bool = False) -> list[ChunkResult]:
@@ -82,6 +85,7 @@ def loaded(
     create_notes(db, key=key)
     hook = BulkLoadHook(conn_id=db.conn_id)
     staged = stage_input(moto, bucket, source, key=key)
+    assert len(staged.manifest.chunks) >= 2
     assert not any(r.skipped for r in run_load(hook, staged))
     return hook, staged
 
@@ -299,21 +303,13 @@ def test_a_one_megabyte_field_at_a_chunk_edge_stages_and_loads(
     big = "x" * 1_000_000
     source = tmp_path / "big.csv"
     source.write_text(f'2,"{big}"\n1,small\n3,"{big},with, commas"\n')
-    staged = stage(
-        str(source),
-        s3=moto_server.client("s3"),
-        staging_uri=f"s3://{s3_bucket}/staging",
-        dag_id="nightly",
-        table="notes",
-        run="2026-11-21",
-        options=StagingOptions(
-            file_format=FileFormat(header=False),
-            columns=["id", "note"],
-            chunk_size=500_000,
-            sort_key=["id"],
-            sort_types=["INTEGER"],
-            probe_key=["id"],
-        ),
+    staged = stage_input(
+        moto_server,
+        s3_bucket,
+        source,
+        chunk_size=500_000,
+        sort_key=["id"],
+        sort_types=["INTEGER"],
     )
     hook = BulkLoadHook(conn_id=any_db.conn_id)
     run_load(hook, staged)
@@ -340,19 +336,8 @@ def test_composite_text_and_date_keys_with_awkward_values_are_probed(
             for n in range(400)
         )
     )
-    staged = stage(
-        str(source),
-        s3=moto_server.client("s3"),
-        staging_uri=f"s3://{s3_bucket}/staging",
-        dag_id="nightly",
-        table="notes",
-        run="2026-11-21",
-        options=StagingOptions(
-            file_format=FileFormat(header=False),
-            columns=["day", "code", "note"],
-            chunk_size=2000,
-            probe_key=["day", "code"],
-        ),
+    staged = stage_input(
+        moto_server, s3_bucket, source, columns=["day", "code", "note"], probe_key=["day", "code"]
     )
     assert all(c.first_key for c in staged.manifest.chunks)
     hook = BulkLoadHook(conn_id=any_db.conn_id)
