@@ -437,21 +437,60 @@ class BulkLoadHook(BaseHook):
                     self._withdraw_stale(conn, ref, entry, spec, reason)
                     stale.append(spec.uri)
             record = dialect.read_load_record(conn, ref, current_key)
-            if record is None or reload:
+            if reload:
+                record = None
+            only_this_input = self._holds_only_this_input(conn, ref, current_key, record)
+            if record is None or record.empty_before != only_this_input:
                 record = LoadRecord(
-                    str(ref), current_key, load_id, empty_before=dialect.table_is_empty(conn, ref)
+                    str(ref),
+                    current_key,
+                    load_id or (record.load_id if record else ""),
+                    empty_before=only_this_input,
+                    verified=bool(record and record.verified),
                 )
                 with dialect.transaction(conn):
                     dialect.write_load_record(conn, record)
             warnings = self._same_input_elsewhere(conn, ref, current_key, load_key)
         return Reconciliation(withdrawn, stale, record.empty_before, warnings)
 
+    def _holds_only_this_input(
+        self, conn: Any, ref: TableRef, current_key: str, record: LoadRecord | None
+    ) -> bool:
+        """Whether the table held nothing but this input's rows when its load began.
+
+        Only then may the report check the table's row count against the input's. The answer
+        is taken anew at every run of the date, under the table claim: a table that was empty
+        when a date first loaded holds other dates' rows once they load after it (their ledger
+        entries say so), and then the date's rows are checked by key probes alone.
+        """
+        dialect = self.dialect
+        mine = dialect.ledger_entries(conn, ref, current_key)
+        if not mine:
+            return dialect.table_is_empty(conn, ref)
+        if record is None or not record.empty_before:
+            return False
+        return dialect.ledger_rows(conn, ref) == sum(e.rows for e in mine)
+
     def _refuse_loaded_input(
         self, conn: Any, ref: TableRef, bucket: str, prefixes: list[str], current_key: str
     ) -> None:
+        """Refuse to take back a staged input that loaded completely, or that cannot be told.
+
+        An input whose load was verified, or whose ledger entries carry no load record (a
+        ledger of an earlier release), is replaced only when the author asks (``reload``); an
+        unverified input is a failed attempt whose input was corrected, and is taken back.
+        """
         for prefix in prefixes:
             record = self.dialect.read_load_record(conn, ref, prefix)
-            if record is not None and record.verified:
+            if record is None:
+                raise InputAlreadyLoadedError(
+                    f"this date has rows in {ref} from another input (staged at "
+                    f"s3://{bucket}/{prefix}) with no record of whether that load completed, "
+                    f"and this run's input differs (staged at s3://{bucket}/{current_key}). "
+                    "Nothing was changed. To replace the date's rows with this input, run "
+                    "again with reload=True (the example DAGs' 'reload' Param)"
+                )
+            if record.verified:
                 raise InputAlreadyLoadedError(
                     f"this date was already loaded into {ref} from another input (staged at "
                     f"s3://{bucket}/{prefix}, load {record.load_id}, verified), and this run's "

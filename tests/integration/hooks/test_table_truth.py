@@ -235,6 +235,50 @@ def test_second_input_for_a_loaded_date_is_refused_unless_reload(
     assert ids(any_db) == list(range(1, 801))
 
 
+def test_a_date_rerun_after_a_later_date_loaded_verifies_green(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Date A loads into an empty table, date B after it; clearing A (a re-run) must not count
+    B's rows against A's input: the table held only A's rows once, not any more."""
+    create_notes(any_db)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text(rows(1, 400))
+    b.write_text(rows(401, 700))
+    staged_a = stage_input(moto_server, s3_bucket, a, run="2026-11-20")
+    run_load(hook, staged_a)
+    run_load(hook, stage_input(moto_server, s3_bucket, b, run="2026-11-21"))
+
+    again = run_load(hook, staged_a)
+
+    assert all(r.skipped for r in again)
+    assert ids(any_db) == list(range(1, 701))
+    # and once A's own rows go missing, the re-run puts them back and verifies green again
+    any_db.query("DELETE FROM notes WHERE id <= 400")
+    assert not any(r.skipped for r in run_load(hook, staged_a))
+    assert ids(any_db) == list(range(1, 701))
+
+
+def test_a_failed_first_attempt_rerun_after_another_date_verifies_green(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """A's first attempt committed part of its chunks into an empty table and stopped; B loaded;
+    A's re-run loads the rest and its report checks A's chunks, not the whole table's count."""
+    create_notes(any_db)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    a, b = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text(rows(1, 400))
+    b.write_text(rows(401, 700))
+    staged_a = stage_input(moto_server, s3_bucket, a, run="2026-11-20")
+    hook.reconcile("notes", staged_a.manifest_uri, load_id="test/run")
+    hook.load_chunk("notes", staged_a.manifest.chunks[0], load_id="test/run")
+    run_load(hook, stage_input(moto_server, s3_bucket, b, run="2026-11-21"))
+
+    run_load(hook, staged_a)
+
+    assert ids(any_db) == list(range(1, 701))
+
+
 def test_rows_of_another_date_are_never_withdrawn(
     pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
 ) -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError
+from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError, InputAlreadyLoadedError
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.stager import StageResult, StagingOptions, stage
@@ -35,6 +35,8 @@ def stage_input(moto: MotoServer, bucket: str, path: Path) -> StageResult:
 
 
 def load_all(hook: BulkLoadHook, result: StageResult) -> None:
+    """What a run does: reconcile (the withdraw_superseded task records the load), then load."""
+    hook.reconcile("notes", result.manifest_uri)
     for chunk in result.manifest.chunks:
         hook.load_chunk("notes", chunk)
 
@@ -103,3 +105,26 @@ def test_a_table_without_primary_key_is_refused_with_what_to_do(
 
     with pytest.raises(BulkLoadError, match=r"no primary key.*delete them by hand"):
         hook.withdraw_superseded_chunks("notes", second.manifest_uri)
+
+
+def test_chunks_with_no_load_record_are_not_taken_back_without_reload(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Chunks committed with no record of their load (a ledger of an earlier release) may be a
+    complete load of the date: another input does not replace them unless asked."""
+    create_notes(pg_db)
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD)
+    hook = BulkLoadHook(conn_id=pg_db.conn_id)
+    for chunk in stage_input(moto_server, s3_bucket, source).manifest.chunks:
+        hook.load_chunk("notes", chunk)
+    source.write_text(GOOD + "301,late arrival\n")
+    second = stage_input(moto_server, s3_bucket, source)
+
+    with pytest.raises(InputAlreadyLoadedError, match=r"no record of whether.*reload=True"):
+        hook.withdraw_superseded_chunks("notes", second.manifest_uri)
+    assert pg_db.query("SELECT count(*) FROM notes") == [(300,)]
+
+    hook.reconcile("notes", second.manifest_uri, reload=True)
+    load_all(hook, second)
+    assert pg_db.query("SELECT count(*), max(id) FROM notes") == [(301, 301)]
