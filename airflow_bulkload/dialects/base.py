@@ -263,6 +263,9 @@ class Dialect(abc.ABC):
     max_identifier_length: ClassVar[int]
     #: the load methods this engine offers besides ``client``
     server_side_methods: ClassVar[tuple[str, ...]] = ()
+    #: whether a load error's line counts physical lines (newlines inside quoted fields
+    #: included, as PostgreSQL's COPY does) rather than records (MySQL's rows)
+    load_errors_count_lines: ClassVar[bool] = False
 
     # -- names --------------------------------------------------------------------------------
     def table_ref(self, table: str | TableRef) -> TableRef:

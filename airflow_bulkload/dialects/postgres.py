@@ -351,6 +351,7 @@ class PostgresDialect(Dialect):
     name: ClassVar[str] = "postgres"
     max_identifier_length: ClassVar[int] = 63
     server_side_methods: ClassVar[tuple[str, ...]] = ("rds_s3",)
+    load_errors_count_lines: ClassVar[bool] = True
 
     # -- names ------------------------------------------------------------------------------------
     def qualified_name(self, conn: Any, table: TableRef) -> TableRef:

@@ -30,8 +30,9 @@ from airflow_bulkload.exceptions import (
     RowCountMismatchError,
 )
 from airflow_bulkload.hooks.connections import postgres_hook
-from airflow_bulkload.s3io import open_s3_stream, s3_client, s3_region
+from airflow_bulkload.s3io import open_s3_stream, open_source, s3_client, s3_region
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, parse_s3_uri
+from airflow_bulkload.staging.origin import SourceLine, find_record, read_record
 from airflow_bulkload.staging.planning import MANIFEST_NAME
 from airflow_bulkload.staging.stager import read_manifest
 from airflow_bulkload.table_state import primary_key_of_snapshot
@@ -182,6 +183,24 @@ class BulkLoadHook(BaseHook):
         spec = ChunkSpec.from_dict(chunk)
         fmt = FileFormat.from_dict(file_format) if file_format is not None else spec.format
         columns = columns if columns is not None else spec.columns
+        try:
+            return self._load_chunk(
+                table, spec, method, load_id, columns, fmt, max_concurrent_loads, slot_wait_timeout
+            )
+        except ChunkLoadError as exc:
+            raise self._at_source(spec, exc) from exc
+
+    def _load_chunk(
+        self,
+        table: str,
+        spec: ChunkSpec,
+        method: str,
+        load_id: str,
+        columns: list[str] | None,
+        fmt: FileFormat,
+        max_concurrent_loads: int | None,
+        slot_wait_timeout: float,
+    ) -> ChunkResult:
         dialect = self.dialect
         started = time.monotonic()
         with closing(self.get_conn()) as conn:
@@ -241,6 +260,56 @@ class BulkLoadHook(BaseHook):
             nbytes / 1e6 / result.seconds if result.seconds else 0.0,
         )
         return result
+
+    def _at_source(self, spec: ChunkSpec, error: ChunkLoadError) -> ChunkLoadError:
+        """The error as the user can act on it: the input file and line of the bad record.
+
+        The chunk's line is kept beside it. Any failure to trace the record (the input moved,
+        an old manifest, the search budget spent) leaves the error as it was.
+        """
+        if error.line is None or error.source != spec.uri or not spec.uri.startswith("s3://"):
+            return error
+        try:
+            found = self._find_source_line(spec, error.line)
+        except Exception as exc:  # tracing is a courtesy: never hide the load's own error
+            self.log.warning(
+                "could not trace %s line %d to its input: %s", spec.uri, error.line, exc
+            )
+            return error
+        if found is None:
+            return error
+        return ChunkLoadError(
+            found.source,
+            f"{error.reason} [staged as {spec.uri}, line {error.line}]",
+            line=found.line,
+            column=error.column,
+            expected=error.expected,
+        )
+
+    def _find_source_line(self, spec: ChunkSpec, line: int) -> SourceLine | None:
+        s3 = s3_client(self.aws_conn_id)
+        manifest = read_manifest(s3, spec.uri.rsplit("/", 1)[0] + "/" + MANIFEST_NAME)
+        if manifest is None or not manifest.sources or not manifest.source_format:
+            return None
+        with open_s3_stream(
+            spec.uri, aws_conn_id=None, compression=spec.compression, client=s3
+        ) as stream:
+            record = read_record(
+                stream,  # type: ignore[arg-type]
+                spec.format,
+                line,
+                counts_lines=self.dialect.load_errors_count_lines,
+            )
+        if record is None:
+            return None
+        return find_record(
+            record,
+            manifest.columns or [],
+            manifest.sources,
+            staged_format=spec.format,
+            source_format=FileFormat.from_dict(manifest.source_format),
+            open_source=lambda source: open_source(source, s3),
+        )
 
     def _load_claimed(
         self,

@@ -157,6 +157,9 @@ class Manifest:
     source_count: int = 0  # input files staged
     source_bytes: int = 0  # their size as stored (compressed when they are gzip)
     sources: list[str] = field(default_factory=list)  # the input objects/files read, in order
+    # how the input files are written (``file_format`` is the staged chunks'), so a load error
+    # can be traced back to its input file and line
+    source_format: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         data = asdict(self)

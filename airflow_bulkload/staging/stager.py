@@ -288,6 +288,7 @@ def stage(
         source_count=len(sources),
         source_bytes=input_bytes,
         sources=[s.location for s in sources],
+        source_format=options.file_format.to_dict(),
     )
     if manifest.total_rows != normalized.rows:
         raise BulkLoadError(

@@ -1,0 +1,142 @@
+"""Where a staged record came from: the source object and line a user can open.
+
+A chunk's load error names a record of the staged chunk (PostgreSQL's COPY line, MySQL's row),
+which is not a file the user has: staging may have reordered, sorted and re-quoted the rows.
+When a load fails, the failing record is read back from its chunk and looked up in the input
+files the manifest lists, in order, field by field (each file mapped by its own header). Only a
+failed load pays for the search, and it is bounded in time: a record not found within the
+budget is reported with its chunk line alone.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import gzip
+import io
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import BinaryIO
+
+from airflow_bulkload.staging.manifest import FileFormat
+
+#: how long a failed load may spend looking for its bad record in the input files
+DEFAULT_SEARCH_SECONDS = 60.0
+
+SourceOpener = Callable[[str], AbstractContextManager[BinaryIO]]
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """A record of an input file: the file as the user named it and the line it starts on."""
+
+    source: str
+    line: int
+
+
+class _Raw(io.RawIOBase):
+    """Any object with ``read`` (an S3 body, a chunk stream) as a raw stream to buffer."""
+
+    def __init__(self, inner: BinaryIO) -> None:
+        self._inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        data = self._inner.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _text(raw: BinaryIO, encoding: str) -> io.TextIOWrapper:
+    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(_Raw(raw))
+    stream: io.BufferedIOBase = buffered
+    if buffered.peek(2)[:2] == b"\x1f\x8b":
+        stream = gzip.GzipFile(fileobj=buffered, mode="rb")
+    return io.TextIOWrapper(stream, encoding=encoding, errors="replace", newline="")  # type: ignore[arg-type]
+
+
+def _reader(text: io.TextIOWrapper, fmt: FileFormat) -> Iterator[list[str]]:
+    escape = fmt.effective_escape
+    return csv.reader(
+        text,
+        delimiter=fmt.delimiter,
+        quotechar=fmt.quote,
+        doublequote=escape == fmt.quote,
+        escapechar=None if escape == fmt.quote else escape,
+        strict=False,
+    )
+
+
+def read_record(
+    raw: BinaryIO, fmt: FileFormat, number: int, *, counts_lines: bool
+) -> list[str] | None:
+    """The fields of a chunk's record, or ``None`` when the chunk is shorter.
+
+    ``counts_lines``: ``number`` is a physical line (PostgreSQL counts the newlines inside
+    quoted fields, so the record is the one spanning that line); otherwise it is the 1-based
+    record number (MySQL's row). The header, if any, counts as a line, not as a record.
+    """
+    csv.field_size_limit(max(csv.field_size_limit(), 64 * 1024 * 1024))
+    with _text(raw, codecs.lookup(fmt.python_encoding).name) as text:
+        reader = _reader(text, fmt)
+        if fmt.header:
+            next(reader, None)
+        for index, fields in enumerate(reader, start=1):
+            if (reader.line_num >= number) if counts_lines else (index == number):  # type: ignore[attr-defined]
+                return fields
+    return None
+
+
+def _same(staged: str, source: str, staged_null: str, source_null: str) -> bool:
+    if staged == source:
+        return True
+    # a NULL is written with each format's own marker (quoting is lost to the reader)
+    return staged == staged_null and source == source_null
+
+
+def find_record(
+    record: Sequence[str],
+    columns: Sequence[str],
+    sources: Sequence[str],
+    *,
+    staged_format: FileFormat,
+    source_format: FileFormat,
+    open_source: SourceOpener,
+    seconds: float = DEFAULT_SEARCH_SECONDS,
+) -> SourceLine | None:
+    """The first record of ``sources`` (in order) whose fields equal the staged ``record``.
+
+    ``columns`` names the staged record's fields; a source file with a header is mapped by its
+    own header (files may order their columns differently), one without by position.
+    """
+    csv.field_size_limit(max(csv.field_size_limit(), 64 * 1024 * 1024))
+    deadline = time.monotonic() + seconds
+    staged_null = staged_format.effective_null
+    source_null = source_format.effective_null
+    encoding = codecs.lookup(source_format.python_encoding).name
+    for source in sources:
+        with open_source(source) as raw, _text(raw, encoding) as text:
+            reader = _reader(text, source_format)
+            positions = list(range(len(columns)))
+            if source_format.header:
+                header = next(reader, None)
+                if header is None:
+                    continue
+                where = {name: i for i, name in enumerate(header)}
+                if set(columns) <= set(where):
+                    positions = [where[name] for name in columns]
+            start = reader.line_num + 1  # type: ignore[attr-defined]
+            for count, fields in enumerate(reader):
+                if len(fields) == len(record) and all(
+                    _same(value, fields[position], staged_null, source_null)
+                    for value, position in zip(record, positions, strict=True)
+                ):
+                    return SourceLine(source, start)
+                start = reader.line_num + 1  # type: ignore[attr-defined]
+                if count % 4096 == 0 and time.monotonic() > deadline:
+                    return None
+    return None
