@@ -112,3 +112,16 @@ class InputAlreadyLoadedError(BulkLoadError):
 class ForeignKeyViolationError(TableStateError):
     """A foreign key dropped for the load could not be re-added: loaded rows reference parents
     that do not exist. The foreign key is not left half-added (NOT VALID)."""
+
+
+class NulByteError(BulkLoadError):
+    """The input holds a NUL byte (U+0000), refused at staging for both engines."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        super().__init__(
+            f"the input holds a NUL byte (U+0000) in {where}: PostgreSQL cannot store it in text "
+            "and MySQL would store it verbatim, so it is refused for both. Remove NUL bytes from "
+            "the input (e.g. tr -d '\\000'), or map them to a character of your choice, and run "
+            "again"
+        )

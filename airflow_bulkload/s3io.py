@@ -135,18 +135,3 @@ def s3_region(aws_conn_id: str | None) -> str:
 
     hook = S3Hook(aws_conn_id=aws_conn_id)
     return str(hook.conn_region_name or "us-east-1")
-
-
-@contextmanager
-def open_source(location: str, client: Any) -> Iterator[BinaryIO]:
-    """An input file, local or in S3, as it is stored (compressed or not), for reading."""
-    if not location.startswith("s3://"):
-        with open(location, "rb") as local:
-            yield local
-        return
-    bucket, key = parse_s3_uri(location)
-    body = client.get_object(Bucket=bucket, Key=key)["Body"]
-    try:
-        yield body
-    finally:
-        body.close()

@@ -140,3 +140,20 @@ def find_record(
                 if count % 4096 == 0 and time.monotonic() > deadline:
                     return None
     return None
+
+
+def find_nul(sources: Sequence[str], open_source: SourceOpener) -> SourceLine | None:
+    """The first input file and line holding a NUL byte, reading each file as stored."""
+    for source in sources:
+        with open_source(source) as raw:
+            buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(_Raw(raw))
+            stream: io.BufferedIOBase = buffered
+            if buffered.peek(2)[:2] == b"\x1f\x8b":
+                stream = gzip.GzipFile(fileobj=buffered, mode="rb")
+            lines = 0
+            while block := stream.read(1024 * 1024):
+                at = block.find(b"\0")
+                if at >= 0:
+                    return SourceLine(source, lines + block.count(b"\n", 0, at) + 1)
+                lines += block.count(b"\n")
+    return None

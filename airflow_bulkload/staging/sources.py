@@ -5,9 +5,10 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.staging.manifest import parse_s3_uri
@@ -158,3 +159,18 @@ def materialize(
         raw.rename(named)
         paths.append(named)
     return paths
+
+
+@contextmanager
+def open_source(location: str, client: Any) -> Iterator[BinaryIO]:
+    """An input file, local or in S3, as it is stored (compressed or not), for reading."""
+    if not location.startswith("s3://"):
+        with open(location, "rb") as local:
+            yield local
+        return
+    bucket, key = parse_s3_uri(location)
+    body = client.get_object(Bucket=bucket, Key=key)["Body"]
+    try:
+        yield body
+    finally:
+        body.close()

@@ -185,15 +185,12 @@ def split_runs(source: Path) -> Iterator[tuple[bytes, int]]:
 def _refuse_nul(source: Path, data: bytes, at: int, lines_before: int) -> None:
     """NUL (U+0000) cannot be stored by PostgreSQL in text, and MariaDB would store it verbatim:
     one behaviour for both engines, refused at staging, before anything loads."""
-    from airflow_bulkload.exceptions import BulkLoadError
+    from airflow_bulkload.exceptions import NulByteError
 
     start = data.rfind(b"\n", 0, at) + 1
     line = lines_before + data[:at].count(b"\n") + 1
-    raise BulkLoadError(
-        f"the input holds a NUL byte (U+0000) in record line {line} of the normalized input "
-        f"(it starts {data[start : start + 60]!r}): PostgreSQL cannot store it in text and MySQL "
-        "would store it verbatim, so it is refused for both. Remove NUL bytes from the input "
-        "(e.g. tr -d '\\000'), or map them to a character of your choice, and run again"
+    raise NulByteError(
+        f"line {line} of the normalized input (it starts {data[start : start + 60]!r})"
     )
 
 

@@ -17,9 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from airflow_bulkload.exceptions import BulkLoadError
+from airflow_bulkload.exceptions import BulkLoadError, NulByteError
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest, parse_s3_uri
 from airflow_bulkload.staging.normalize import normalize
+from airflow_bulkload.staging.origin import find_nul
 from airflow_bulkload.staging.planning import (
     DEFAULT_MAX_MAP_LENGTH,
     MANIFEST_NAME,
@@ -32,7 +33,7 @@ from airflow_bulkload.staging.planning import (
     staging_prefix,
     temp_space_needed,
 )
-from airflow_bulkload.staging.sources import materialize, resolve_sources
+from airflow_bulkload.staging.sources import materialize, open_source, resolve_sources
 from airflow_bulkload.staging.splitter import SplitProgress, split_into_chunks
 from airflow_bulkload.staging.workdir import staging_workdir
 
@@ -261,15 +262,18 @@ def stage(
                 format_size(chunk_size),
                 resources.max_map_length,
             )
-        chunks = _split_and_upload(
-            s3,
-            normalized_path,
-            work_dir,
-            prefix,
-            chunk_size=chunk_size,
-            options=options,
-            columns=normalized.columns,
-        )
+        try:
+            chunks = _split_and_upload(
+                s3,
+                normalized_path,
+                work_dir,
+                prefix,
+                chunk_size=chunk_size,
+                options=options,
+                columns=normalized.columns,
+            )
+        except NulByteError as exc:
+            raise _nul_at_source(exc, [s.location for s in sources], s3) from exc
     output_columns = list(options.columns) if options.columns else None
     if output_columns is None and options.file_format.header:
         output_columns = normalized.columns or None
@@ -316,6 +320,16 @@ def stage(
         manifest_uri,
     )
     return StageResult(manifest, manifest_uri, prefix, skipped=False)
+
+
+def _nul_at_source(error: NulByteError, sources: Sequence[str], s3: Any) -> NulByteError:
+    """The NUL byte's input file and line (the inputs are read again: an error path only)."""
+    try:
+        found = find_nul(sources, lambda source: open_source(source, s3))
+    except Exception as exc:  # tracing is a courtesy: never hide the error itself
+        log.warning("could not find the NUL byte in the input files: %s", exc)
+        return error
+    return NulByteError(f"{found.source}, line {found.line}") if found else error
 
 
 def _split_and_upload(

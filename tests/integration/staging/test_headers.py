@@ -3,6 +3,7 @@ that contradicts a header, are refused before anything is staged."""
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 from typing import Any
 
@@ -97,5 +98,10 @@ def test_a_nul_byte_is_refused_for_both_engines_naming_the_line(
     moto_server: MotoServer, s3_bucket: str, tmp_path: Path
 ) -> None:
     (tmp_path / "a.csv").write_bytes(b"id,first,last\n1,a,b\n2,c\x00d,e\n3,f,g\n")
-    with pytest.raises(BulkLoadError, match=r"NUL byte \(U\+0000\) in record line 2.*2,c"):
+    with pytest.raises(BulkLoadError, match=r"NUL byte \(U\+0000\) in .*a\.csv, line 3:"):
+        stage_folder(moto_server, s3_bucket, tmp_path)
+    # gzip input (named .csv): found in the file as stored, lines counted once decompressed
+    (tmp_path / "a.csv").unlink()
+    (tmp_path / "b.csv").write_bytes(gzip.compress(b"id,first,last\n1,a,b\n2,c,e\n3,\x00,g\n"))
+    with pytest.raises(BulkLoadError, match=r"NUL byte \(U\+0000\) in .*b\.csv, line 4:"):
         stage_folder(moto_server, s3_bucket, tmp_path)
