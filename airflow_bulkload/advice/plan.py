@@ -41,6 +41,11 @@ def should_drop_indexes(inputs: PreflightInputs) -> tuple[bool, str]:
     count = len(table.secondary_indexes)
     if count == 0:
         return False, "the table has no secondary indexes"
+    if table.extra.get("relkind") == "p":
+        return False, (
+            f"{count} partitioned index(es) kept: a partitioned table's indexes are one per "
+            "partition, attached to the parent's, and are not dropped for a load"
+        )
     if table.size_bytes < SMALL_TABLE_BYTES:
         return True, (
             f"{count} secondary index(es) on a (nearly) empty table: build them once after the load "

@@ -84,3 +84,14 @@ def test_index_rebuilds_use_every_vcpu_even_when_few_chunks_load() -> None:
     assert (plan.parallelism, plan.index_build_parallelism) == (1, 9)
     assert recommend_plan(inputs("mysql")).index_build_parallelism == DEFAULT_PARALLELISM + 1
     assert LoadPlan.from_dict(plan.to_dict()) == plan
+
+
+def test_a_partitioned_table_keeps_its_partitioned_indexes() -> None:
+    """An empty table's indexes are dropped by the plan, but never a partitioned table's: prepare
+    refuses that, so a plan that asked for it would fail every load of such a table."""
+    empty = table(indexes={"t_note": ["note"]})
+    partitioned = table(indexes={"t_note": ["note"]}, extra={"relkind": "p"})
+    assert recommend_plan(inputs("postgres", empty)).drop_indexes is True
+    plan = recommend_plan(inputs("postgres", partitioned))
+    assert plan.drop_indexes is False
+    assert "partitioned" in plan.rationale["drop_indexes"]
