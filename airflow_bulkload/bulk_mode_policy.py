@@ -105,7 +105,8 @@ def resolve_bulk_settings(
     return settings
 
 
-_OFF_VALUES = frozenset({"0", "off", "false", "no", "n", "f"})
+#: every spelling of false: PostgreSQL takes any unique prefix of false/no/off (``fals``, ``of``)
+_OFF_VALUES = frozenset({"0", "off", "of", "false", "fals", "fal", "fa", "f", "no", "n"})
 #: name -> (is the value unsafe, why), for settings that trade durability server-wide
 _DURABILITY: dict[str, tuple[frozenset[str] | None, str]] = {
     "fsync": (_OFF_VALUES, "without fsync an OS crash or power loss corrupts every database"),

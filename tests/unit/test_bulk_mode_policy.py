@@ -158,6 +158,10 @@ def test_evaluate_instance() -> None:
         ("innodb_flush_log_at_trx_commit", "2"),
         ("innodb_flush_method", "nosync"),
         ("innodb_doublewrite", "0"),
+        # PostgreSQL takes any unique prefix of a boolean word
+        ("fsync", "of"),
+        ("full_page_writes", "fals"),
+        ("synchronous_commit", " Fa "),
     ],
 )
 def test_durability_breaking_settings_are_refused(name: str, value: object) -> None:
