@@ -18,7 +18,8 @@ from airflow_bulkload.advice import (
 )
 from airflow_bulkload.advice.models import AUTO, FailOn, LoadPlan, failing_severities
 from airflow_bulkload.exceptions import PreflightFailedError
-from airflow_bulkload.hooks.bulk_load import LOAD_METHODS, BulkLoadHook
+from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.staging.manifest import Manifest, parse_s3_uri
 
 
@@ -108,10 +109,6 @@ class PreflightCheckOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if method not in LOAD_METHODS and "{{" not in method:
-            raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
-        if isinstance(fail_on, str) and "{{" not in fail_on:
-            failing_severities(fail_on)  # refuse a typo at parse time, not at run time
         self.table = table
         self.conn_id = conn_id
         self.aws_conn_id = aws_conn_id
@@ -134,7 +131,17 @@ class PreflightCheckOperator(BaseOperator):
         self.fail_on = fail_on
         self.ignore_rules = ignore_rules
 
+    def validate(self) -> None:
+        """Refuse an unknown method or severity and knobs that do not parse (``ValueError``).
+
+        Run by ``execute`` before anything is read, with the templated fields rendered.
+        """
+        check_method(self.method)
+        failing_severities(self.fail_on)
+        self._options()
+
     def execute(self, context: Context) -> dict[str, Any]:
+        validate_or_fail(self.validate)
         hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
         table_info = hook.describe_table(self.table)
         server = hook.server_facts()

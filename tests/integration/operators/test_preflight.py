@@ -108,4 +108,4 @@ def test_operator_fails_on_chosen_severity(airflow_db: Path, mysql_db: TestDatab
 
 def test_operator_refuses_unknown_fail_on() -> None:
     with pytest.raises(ValueError):
-        PreflightCheckOperator(task_id="p", table="t", conn_id="c", fail_on="fatal")
+        PreflightCheckOperator(task_id="p", table="t", conn_id="c", fail_on="fatal").validate()
