@@ -38,8 +38,9 @@ class LoadChunkOperator(BaseOperator):
     :param load_id: recorded in the ledger; defaults to ``dag_id/run_id``.
     :param max_concurrent_loads: at most this many chunks load into ``table`` at once, enforced
         by load slots held on the database server (so it holds across workers, runs and DAGs,
-        and a killed worker's slot frees itself). Templated: the pipeline passes the pre-flight
-        plan's parallelism. ``None``: no limit beyond Airflow's own.
+        and a killed worker's slot frees itself). An int, or its text from a template; the
+        pipeline passes the pre-flight plan's parallelism (``preflight.planned("parallelism")``).
+        ``None``: no limit beyond Airflow's own.
     """
 
     template_fields: Sequence[str] = (
