@@ -173,8 +173,11 @@ class PrepareTableOperator(_TableOperator):
         self.claim_timeout = claim_timeout
 
     def validate(self) -> None:
-        """Refuse a drop flag that is not ``True``/``False``/``"auto"`` or a size that is not a
-        number (``ValueError``). Run by ``execute`` with the templated fields rendered."""
+        """Refuse drop flags and sizes that do not parse (``ValueError``).
+
+        A drop flag is ``True``/``False``/``"auto"`` (or that text, any case), ``incoming_bytes``
+        an integer. Run by ``execute`` with the templated fields rendered.
+        """
         self._flags()
         parse_optional_int(self.incoming_bytes, "incoming_bytes")
 
@@ -269,8 +272,10 @@ class FinalizeTableOperator(_TableOperator):
         self.analyze = analyze
 
     def validate(self) -> None:
-        """Refuse a ``parallelism`` that is not ``"auto"`` or a positive integer
-        (``ValueError``). Run by ``execute`` with the templated fields rendered."""
+        """Refuse a ``parallelism`` other than ``"auto"`` or a positive integer (``ValueError``).
+
+        Run by ``execute`` with the templated fields rendered.
+        """
         parse_parallelism(self.parallelism, 1, 1)
 
     def execute(self, context: Context) -> dict[str, Any]:

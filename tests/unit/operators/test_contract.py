@@ -1,6 +1,8 @@
-"""What every operator promises Airflow: ``__init__`` only assigns, arguments are checked by
-``validate()`` when the task runs (a refusal fails without retries), each templated field is an
-attribute, and the docstring lists every parameter."""
+"""What every operator promises Airflow.
+
+``__init__`` only assigns; arguments are checked by ``validate()`` when the task runs (a refusal
+fails without retries); each templated field is an attribute; the docstring lists every parameter.
+"""
 
 from __future__ import annotations
 
