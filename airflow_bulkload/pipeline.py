@@ -80,11 +80,6 @@ def _then(
     return both
 
 
-def _plan_value(preflight_task_id: str, key: str) -> str:
-    """A template reading one knob of the pre-flight plan at run time."""
-    return f"{{{{ ti.xcom_pull(task_ids='{preflight_task_id}')['plan']['{key}'] }}}}"
-
-
 def bulk_load_table(
     group_id: str | None = None,
     *,
@@ -265,7 +260,7 @@ def bulk_load_table(
             # an explicit argument wins over pre-flight's advice
             drop_indexes=drop_indexes
             if isinstance(drop_indexes, bool)
-            else _plan_value(preflight.task_id, "drop_indexes"),
+            else preflight.planned("drop_indexes"),  # type: ignore[arg-type]  # resolves to a bool
             drop_primary_key=drop_primary_key,
             manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
             aws_conn_id=aws_conn_id,
@@ -280,7 +275,7 @@ def bulk_load_table(
             method=method,
             max_concurrent_loads=parallelism
             if isinstance(parallelism, int)
-            else _plan_value(preflight.task_id, "parallelism"),
+            else preflight.planned("parallelism"),  # resolves to an int
             retries=load_retries,
             retry_delay=load_retry_delay,
             max_active_tis_per_dagrun=parallelism if isinstance(parallelism, int) else None,
@@ -290,7 +285,7 @@ def bulk_load_table(
             task_id="finalize_table",
             table=table,
             conn_id=conn_id,
-            parallelism=_plan_value(preflight.task_id, "index_build_parallelism"),
+            parallelism=preflight.planned("index_build_parallelism"),  # type: ignore[arg-type]  # an int
             **timing,
         )
         checkpoint = CheckpointOperator(task_id="checkpoint", conn_id=conn_id, **timing)

@@ -9,8 +9,10 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_bulkload.exceptions import ChunkConflictError, ChunkLoadError
-from airflow_bulkload.hooks.bulk_load import LOAD_METHODS, BulkLoadHook, ChunkResult
+from airflow_bulkload.hooks.bulk_load import BulkLoadHook, ChunkResult
+from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
+from airflow_bulkload.table_state import parse_optional_int
 
 
 class LoadChunkOperator(BaseOperator):
@@ -36,8 +38,9 @@ class LoadChunkOperator(BaseOperator):
     :param load_id: recorded in the ledger; defaults to ``dag_id/run_id``.
     :param max_concurrent_loads: at most this many chunks load into ``table`` at once, enforced
         by load slots held on the database server (so it holds across workers, runs and DAGs,
-        and a killed worker's slot frees itself). Templated: the pipeline passes the pre-flight
-        plan's parallelism. ``None``: no limit beyond Airflow's own.
+        and a killed worker's slot frees itself). An int, or its text from a template; the
+        pipeline passes the pre-flight plan's parallelism (``preflight.planned("parallelism")``).
+        ``None``: no limit beyond Airflow's own.
     """
 
     template_fields: Sequence[str] = (
@@ -66,8 +69,6 @@ class LoadChunkOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if method not in LOAD_METHODS and "{{" not in method:
-            raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
         self.table = table
         self.chunk = chunk
         self.conn_id = conn_id
@@ -78,7 +79,19 @@ class LoadChunkOperator(BaseOperator):
         self.load_id = load_id
         self.max_concurrent_loads = max_concurrent_loads
 
+    def validate(self) -> None:
+        """Refuse an unknown method or a limit that is not a number (``ValueError``).
+
+        Run by ``execute`` before the chunk is read, with the templated fields rendered.
+        """
+        check_method(self.method)
+        self._max_concurrent_loads()
+
+    def _max_concurrent_loads(self) -> int | None:
+        return parse_optional_int(self.max_concurrent_loads, "max_concurrent_loads")
+
     def execute(self, context: Context) -> dict[str, Any]:
+        validate_or_fail(self.validate)
         spec = ChunkSpec.from_dict(self.chunk)
         load_id = self.load_id or f"{context['dag'].dag_id}/{context['run_id']}"
         hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
@@ -97,7 +110,5 @@ class LoadChunkOperator(BaseOperator):
             load_id=load_id,
             columns=self.columns,
             file_format=FileFormat.from_dict(self.file_format) if self.file_format else None,
-            max_concurrent_loads=int(self.max_concurrent_loads)
-            if self.max_concurrent_loads not in (None, "", "None")
-            else None,
+            max_concurrent_loads=self._max_concurrent_loads(),
         )

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import BaseOperator, Context, XComArg
+from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
 from airflow_bulkload.advice import (
     InputSummary,
@@ -18,8 +19,19 @@ from airflow_bulkload.advice import (
 )
 from airflow_bulkload.advice.models import AUTO, FailOn, LoadPlan, failing_severities
 from airflow_bulkload.exceptions import PreflightFailedError
-from airflow_bulkload.hooks.bulk_load import LOAD_METHODS, BulkLoadHook
+from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.staging.manifest import Manifest, parse_s3_uri
+
+#: the plan's knobs that the task also pushes one by one, each under :func:`plan_xcom_key`
+PLAN_KNOBS = ("parallelism", "drop_indexes", "sort", "chunk_size", "index_build_parallelism")
+
+
+def plan_xcom_key(knob: str) -> str:
+    """The XCom key under which pre-flight pushes one knob of its plan: ``plan_<knob>``."""
+    if knob not in PLAN_KNOBS:
+        raise ValueError(f"the plan has no knob {knob!r}; it has {', '.join(PLAN_KNOBS)}")
+    return f"plan_{knob}"
 
 
 class PreflightCheckOperator(BaseOperator):
@@ -28,7 +40,9 @@ class PreflightCheckOperator(BaseOperator):
     a recommended plan (parallelism, drop indexes, sort, chunk size).
 
     The report (``findings`` + ``plan``, see :class:`~airflow_bulkload.advice.PreflightReport`) is
-    returned to XCom and logged as a table. The pipeline uses ``plan`` for every knob left on
+    returned to XCom and logged as a table. Each knob of ``plan`` is also pushed under its own XCom
+    key, ``plan_<knob>`` (:data:`PLAN_KNOBS`), so another task takes it as a native value:
+    ``preflight.planned("parallelism")``. The pipeline uses them for every knob left on
     ``"auto"``. The task fails when a finding has a severity listed by ``fail_on``; the report is
     pushed under the XCom key ``report`` first, so it can be read even then.
 
@@ -108,10 +122,6 @@ class PreflightCheckOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if method not in LOAD_METHODS and "{{" not in method:
-            raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
-        if isinstance(fail_on, str) and "{{" not in fail_on:
-            failing_severities(fail_on)  # refuse a typo at parse time, not at run time
         self.table = table
         self.conn_id = conn_id
         self.aws_conn_id = aws_conn_id
@@ -134,7 +144,25 @@ class PreflightCheckOperator(BaseOperator):
         self.fail_on = fail_on
         self.ignore_rules = ignore_rules
 
+    def planned(self, knob: str) -> XComArg:
+        """The plan's value of ``knob`` as this task pushes it, for another task's argument.
+
+        Resolves to the native value (an ``int`` or a ``bool``) when that task runs, e.g.
+        ``FinalizeTableOperator(..., parallelism=preflight.planned("index_build_parallelism"))``.
+        """
+        return PlainXComArg(operator=self, key=plan_xcom_key(knob))
+
+    def validate(self) -> None:
+        """Refuse an unknown method or severity and knobs that do not parse (``ValueError``).
+
+        Run by ``execute`` before anything is read, with the templated fields rendered.
+        """
+        check_method(self.method)
+        failing_severities(self.fail_on)
+        self._options()
+
     def execute(self, context: Context) -> dict[str, Any]:
+        validate_or_fail(self.validate)
         hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
         table_info = hook.describe_table(self.table)
         server = hook.server_facts()
@@ -186,6 +214,8 @@ class PreflightCheckOperator(BaseOperator):
         if failures:
             context["ti"].xcom_push(key="report", value=result)
             raise PreflightFailedError(_failure_message(report, failures, self.fail_on))
+        for knob in PLAN_KNOBS:
+            context["ti"].xcom_push(key=plan_xcom_key(knob), value=result["plan"][knob])
         return result
 
     # -- inputs -----------------------------------------------------------------------------------

@@ -163,7 +163,7 @@ class LoadReportOperator(BaseOperator):
         super().__init__(**kwargs)
         self.table = table
         self.load_task_id = load_task_id
-        self.stage_task_ids = dict(stage_task_ids)
+        self.stage_task_ids = stage_task_ids
         self.conn_id = conn_id
         self.manifest = manifest
         self.aws_conn_id = aws_conn_id

@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_bulkload.dialects.base import probe_key_of
+from airflow_bulkload.operators.validation import validate_or_fail
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.planning import (
     DEFAULT_CHUNK_SIZE,
@@ -131,14 +132,6 @@ class StageToS3Operator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if sort_by_primary_key not in (True, False, "auto"):
-            raise ValueError(
-                f"sort_by_primary_key must be True, False or 'auto', got {sort_by_primary_key!r}"
-            )
-        if sort_by_primary_key and sort_key:
-            raise ValueError("give either sort_key or sort_by_primary_key, not both")
-        if sort_by_primary_key and not conn_id:
-            raise ValueError("sort_by_primary_key needs conn_id to read the table's primary key")
         self.source = source
         self.staging = staging
         self.table = table
@@ -158,6 +151,18 @@ class StageToS3Operator(BaseOperator):
         self.duckdb_memory_limit = duckdb_memory_limit
         self.duckdb_threads = duckdb_threads
         self.check_temp_space = check_temp_space
+
+    def validate(self) -> None:
+        """Refuse contradictory or unknown sort options (``ValueError``); run by ``execute``."""
+        if self.sort_by_primary_key not in (True, False, "auto"):
+            raise ValueError(
+                "sort_by_primary_key must be True, False or 'auto', "
+                f"got {self.sort_by_primary_key!r}"
+            )
+        if self.sort_by_primary_key and self.sort_key:
+            raise ValueError("give either sort_key or sort_by_primary_key, not both")
+        if self.sort_by_primary_key and not self.conn_id:
+            raise ValueError("sort_by_primary_key needs conn_id to read the table's primary key")
 
     def _sort_key(self) -> tuple[list[str], list[str]]:
         if self.sort_by_primary_key:
@@ -199,6 +204,7 @@ class StageToS3Operator(BaseOperator):
     def execute(self, context: Context) -> list[dict[str, Any]]:
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
+        validate_or_fail(self.validate)
         compression = self.compression or ("none" if self.load_method == "aurora_s3" else "gzip")
         sort_key, sort_types = self._sort_key()
         probe_key, table_columns = self._table_key()

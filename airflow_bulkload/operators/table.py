@@ -26,6 +26,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_bulkload.hooks.table_state import TableStateHook
+from airflow_bulkload.operators.validation import validate_or_fail
 from airflow_bulkload.table_state import (
     default_load_id,
     parse_flag,
@@ -74,8 +75,16 @@ class ClaimTableOperator(_TableOperator):
 
     template_fields: Sequence[str] = ("table", "load_id")
 
-    def __init__(self, *, claim_timeout: float = 0.0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self,
+        *,
+        table: str,
+        conn_id: str,
+        load_id: str | None = None,
+        claim_timeout: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, conn_id=conn_id, load_id=load_id, **kwargs)
         self.claim_timeout = claim_timeout
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -154,14 +163,6 @@ class PrepareTableOperator(_TableOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, load_id=load_id, **kwargs)
-        for name, value in (
-            ("drop_indexes", drop_indexes),
-            ("drop_primary_key", drop_primary_key),
-            ("drop_foreign_keys", drop_foreign_keys),
-            ("drop_unique_indexes", drop_unique_indexes),
-        ):
-            if not (isinstance(value, str) and "{{" in value):
-                parse_flag(value, name)  # fail at parse time on a literal typo
         self.drop_indexes = drop_indexes
         self.drop_primary_key = drop_primary_key
         self.drop_foreign_keys = drop_foreign_keys
@@ -171,20 +172,41 @@ class PrepareTableOperator(_TableOperator):
         self.aws_conn_id = aws_conn_id
         self.claim_timeout = claim_timeout
 
+    def validate(self) -> None:
+        """Refuse drop flags and sizes that do not parse (``ValueError``).
+
+        A drop flag is ``True``/``False``/``"auto"`` (or that text, any case), ``incoming_bytes``
+        an integer. Run by ``execute`` with the templated fields rendered.
+        """
+        self._flags()
+        parse_optional_int(self.incoming_bytes, "incoming_bytes")
+
+    def _flags(self) -> dict[str, bool | None]:
+        """The drop flags, parsed: ``None`` for ``"auto"``."""
+        return {
+            "drop_indexes": parse_flag(self.drop_indexes, "drop_indexes"),
+            "drop_primary_key": parse_flag(self.drop_primary_key, "drop_primary_key"),
+            "drop_foreign_keys": parse_flag(self.drop_foreign_keys, "drop_foreign_keys"),
+            "drop_unique_indexes": parse_flag(self.drop_unique_indexes, "drop_unique_indexes"),
+        }
+
     def execute(self, context: Context) -> dict[str, Any]:
-        drop_indexes = parse_flag(self.drop_indexes, "drop_indexes")
-        drop_primary_key = parse_flag(self.drop_primary_key, "drop_primary_key")
-        drop_foreign_keys = parse_flag(self.drop_foreign_keys, "drop_foreign_keys")
+        validate_or_fail(self.validate)
+        flags = self._flags()
         incoming = parse_optional_int(self.incoming_bytes, "incoming_bytes")
-        if incoming is None and self.manifest and None in (drop_indexes, drop_primary_key):
+        if (
+            incoming is None
+            and self.manifest
+            and None in (flags["drop_indexes"], flags["drop_primary_key"])
+        ):
             incoming = self._manifest_bytes(self.manifest)
         return self.hook().prepare(
             self.table,
             load_id=self.resolved_load_id(context),
-            drop_indexes=drop_indexes,
-            drop_primary_key=drop_primary_key,
-            drop_foreign_keys=drop_foreign_keys,
-            drop_unique_indexes=parse_flag(self.drop_unique_indexes, "drop_unique_indexes"),
+            drop_indexes=flags["drop_indexes"],
+            drop_primary_key=flags["drop_primary_key"],
+            drop_foreign_keys=flags["drop_foreign_keys"],
+            drop_unique_indexes=flags["drop_unique_indexes"],
             incoming_bytes=incoming,
             claim_timeout=self.claim_timeout,
         )
@@ -220,9 +242,12 @@ class FinalizeTableOperator(_TableOperator):
     Returns (XCom) ``{"load_id", "table", "status", "rebuilt", "seconds", ...}`` with the build
     seconds per index/constraint/foreign key.
 
+    :param table: ``schema.table`` (PostgreSQL) or ``db.table``/``table`` (MySQL).
+    :param conn_id: a ``postgres`` or ``mysql`` connection.
     :param parallelism: PostgreSQL index-build sessions; ``"auto"`` (default):
-        ``advice.plan.DEFAULT_PARALLELISM`` (2), at most one per index. Templated: the pipeline
-        passes the pre-flight plan's parallelism. ``maintenance_work_mem`` is per session.
+        ``advice.plan.DEFAULT_PARALLELISM`` (2), at most one per index; or a positive int (its
+        text from a template too). The pipeline passes the pre-flight plan's
+        ``index_build_parallelism``. ``maintenance_work_mem`` is per session.
     :param maintenance_work_mem: PostgreSQL memory per index build (ignored on MySQL).
     :param load_id: as given to :class:`PrepareTableOperator`.
     :param analyze: run ANALYZE (PostgreSQL) / ANALYZE TABLE (MySQL) at the end.
@@ -242,13 +267,19 @@ class FinalizeTableOperator(_TableOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, load_id=load_id, **kwargs)
-        if not (isinstance(parallelism, str) and "{{" in parallelism):
-            parse_parallelism(parallelism, 1, 1)
         self.parallelism = parallelism
         self.maintenance_work_mem = maintenance_work_mem
         self.analyze = analyze
 
+    def validate(self) -> None:
+        """Refuse a ``parallelism`` other than ``"auto"`` or a positive integer (``ValueError``).
+
+        Run by ``execute`` with the templated fields rendered.
+        """
+        parse_parallelism(self.parallelism, 1, 1)
+
     def execute(self, context: Context) -> dict[str, Any]:
+        validate_or_fail(self.validate)
         return self.hook().finalize(
             self.table,
             load_id=self.resolved_load_id(context),
@@ -266,6 +297,8 @@ class RestoreTableOperator(_TableOperator):
 
     Rows loaded in between stay: committed chunks are kept, a failed chunk left nothing.
 
+    :param table: ``schema.table`` (PostgreSQL) or ``db.table``/``table`` (MySQL).
+    :param conn_id: a ``postgres`` or ``mysql`` connection.
     :param load_id: as given to :class:`PrepareTableOperator`.
     """
 

@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+from airflow_bulkload.operators.validation import validate_or_fail
 from airflow_bulkload.table_state import parse_flag
 
 
@@ -59,7 +60,15 @@ class WithdrawSupersededChunksOperator(BaseOperator):
         self.reload = reload
         self.load_id = load_id
 
+    def validate(self) -> None:
+        """Refuse a ``reload`` that is not a bool or its text (``ValueError``).
+
+        Run by ``execute`` with the templated fields rendered.
+        """
+        parse_flag(self.reload, "reload")
+
     def execute(self, context: Context) -> dict[str, Any]:
+        validate_or_fail(self.validate)
         reload = bool(parse_flag(self.reload, "reload"))
         load_id = self.load_id or f"{context['dag'].dag_id}/{context['run_id']}"
         hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)

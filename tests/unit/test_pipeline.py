@@ -58,3 +58,22 @@ def test_the_table_is_claimed_before_bulk_mode_and_released_by_the_teardown() ->
     enter = dag.get_task("load_public_t.enter_bulk_mode")
     assert claim.task_id in enter.get_flat_relative_ids(upstream=True)
     assert "load_public_t.restore_table" in claim.downstream_task_ids
+
+
+def test_knobs_left_on_auto_take_the_preflight_plan_as_native_values() -> None:
+    from airflow.sdk.definitions.xcom_arg import PlainXComArg
+
+    dag = pipeline()
+    preflight = dag.get_task("load_public_t.preflight")
+    load = dag.get_task("load_public_t.load")
+    for value, key in (
+        (dag.get_task("load_public_t.prepare_table").drop_indexes, "plan_drop_indexes"),  # type: ignore[attr-defined]
+        (load.partial_kwargs["max_concurrent_loads"], "plan_parallelism"),  # type: ignore[attr-defined]
+        (
+            dag.get_task("load_public_t.finalize_table").parallelism,  # type: ignore[attr-defined]
+            "plan_index_build_parallelism",
+        ),
+    ):
+        # an XCom reference resolved when the task runs, not a Jinja string to parse back
+        assert isinstance(value, PlainXComArg)
+        assert (value.operator, value.key) == (preflight, key)

@@ -108,4 +108,55 @@ def test_operator_fails_on_chosen_severity(airflow_db: Path, mysql_db: TestDatab
 
 def test_operator_refuses_unknown_fail_on() -> None:
     with pytest.raises(ValueError):
-        PreflightCheckOperator(task_id="p", table="t", conn_id="c", fail_on="fatal")
+        PreflightCheckOperator(task_id="p", table="t", conn_id="c", fail_on="fatal").validate()
+
+
+def _types_of(parallelism: Any, drop_indexes: Any, index_build_parallelism: Any) -> dict[str, str]:
+    values = {
+        "parallelism": parallelism,
+        "drop_indexes": drop_indexes,
+        "index_build_parallelism": index_build_parallelism,
+    }
+    return {name: type(value).__name__ for name, value in values.items()}
+
+
+def test_plan_knobs_reach_other_tasks_as_native_values(
+    airflow_db: Path, pg_db: TestDatabase
+) -> None:
+    from airflow.models.xcom import XComModel
+    from airflow.providers.standard.operators.python import PythonOperator
+    from airflow.sdk import DAG
+    from airflow.utils.session import create_session
+
+    for statement in TABLES["postgres"]["three_indexes"]:
+        pg_db.query(statement)
+    dag_id = unique_name("plan_values")
+    with DAG(dag_id=dag_id, schedule=None, start_date=datetime(2025, 1, 1)) as dag:
+        preflight = PreflightCheckOperator(
+            task_id="preflight",
+            table="public.three_indexes",
+            conn_id=pg_db.conn_id,
+            input_bytes=5_000_000,
+            vcpus=4,
+            fail_on=None,
+        )
+        PythonOperator(
+            task_id="use_plan",
+            python_callable=_types_of,
+            op_kwargs={
+                "parallelism": preflight.planned("parallelism"),
+                "drop_indexes": preflight.planned("drop_indexes"),
+                "index_build_parallelism": preflight.planned("index_build_parallelism"),
+            },
+        )
+    register_dag(dag)
+    dag_run = dag.test(run_after=datetime(2025, 1, 2))
+    with create_session() as session:
+        row = session.scalars(
+            XComModel.get_many(
+                run_id=dag_run.run_id, key="return_value", dag_ids=dag_id, task_ids="use_plan"
+            )
+        ).first()
+    assert row is not None, "use_plan did not run"
+    value = json.loads(row.value) if isinstance(row.value, str) else row.value
+    assert value == {"parallelism": "int", "drop_indexes": "bool", "index_build_parallelism": "int"}

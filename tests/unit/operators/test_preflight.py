@@ -56,8 +56,8 @@ def test_load_start_and_duration() -> None:
     assert _op()._options().load_start is not None
 
 
-def test_bad_method_and_fail_on_are_refused_at_parse_time() -> None:
+def test_bad_method_and_fail_on_are_refused_by_validate() -> None:
     with pytest.raises(ValueError):
-        _op(method="ftp")
+        _op(method="ftp").validate()
     with pytest.raises(ValueError):
-        _op(fail_on="fatal")
+        _op(fail_on="fatal").validate()
