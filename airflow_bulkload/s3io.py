@@ -1,4 +1,4 @@
-"""Streaming reads of S3 objects: bounded memory whatever the object size."""
+"""S3 for every layer: ``s3://`` URIs, clients, and streaming reads of bounded memory."""
 
 from __future__ import annotations
 
@@ -11,13 +11,22 @@ from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 from airflow_bulkload.exceptions import ChunkLoadError
-from airflow_bulkload.staging.manifest import parse_s3_uri
 
 #: bytes read from S3 per request on the streaming path; memory per load task is a small multiple
 READ_BUFFER_BYTES = 1024 * 1024
 
 
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/key`` -> ``(bucket, key)``; the key may be empty (a bucket or prefix root)."""
+    if not uri.startswith("s3://"):
+        raise ValueError(f"not an S3 URI (expected s3://bucket/key): {uri!r}")
+    bucket, _, key = uri[len("s3://") :].partition("/")
+    if not bucket:
+        raise ValueError(f"S3 URI has no bucket: {uri!r}")
+    return bucket, key
 
 
 class _HashingReader:

@@ -19,7 +19,8 @@ from airflow_bulkload.advice import (
 from airflow_bulkload.advice.models import AUTO, FailOn, LoadPlan, failing_severities
 from airflow_bulkload.exceptions import PreflightFailedError
 from airflow_bulkload.hooks.bulk_load import LOAD_METHODS, BulkLoadHook
-from airflow_bulkload.staging.manifest import Manifest, parse_s3_uri
+from airflow_bulkload.s3io import parse_s3_uri
+from airflow_bulkload.staging.manifest import Manifest
 
 
 class PreflightCheckOperator(BaseOperator):

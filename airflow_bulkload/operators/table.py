@@ -194,7 +194,8 @@ class PrepareTableOperator(_TableOperator):
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
         from airflow_bulkload.advice.models import InputSummary
-        from airflow_bulkload.staging.manifest import Manifest, parse_s3_uri
+        from airflow_bulkload.s3io import parse_s3_uri
+        from airflow_bulkload.staging.manifest import Manifest
 
         bucket, key = parse_s3_uri(uri)
         text = S3Hook(aws_conn_id=self.aws_conn_id).read_key(key, bucket_name=bucket)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from airflow_bulkload.exceptions import InvalidFileFormatError
+from airflow_bulkload.s3io import parse_s3_uri
 
 MANIFEST_VERSION = 1
 Compression = Literal["gzip", "none"]
@@ -170,13 +171,3 @@ class Manifest:
         data["chunks"] = [ChunkSpec.from_dict(c) for c in data["chunks"]]
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
-
-
-def parse_s3_uri(uri: str) -> tuple[str, str]:
-    """``s3://bucket/key`` -> ``(bucket, key)``; the key may be empty (a bucket or prefix root)."""
-    if not uri.startswith("s3://"):
-        raise ValueError(f"not an S3 URI (expected s3://bucket/key): {uri!r}")
-    bucket, _, key = uri[len("s3://") :].partition("/")
-    if not bucket:
-        raise ValueError(f"S3 URI has no bucket: {uri!r}")
-    return bucket, key

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_bulkload.exceptions import BulkLoadError
-from airflow_bulkload.staging.manifest import parse_s3_uri
+from airflow_bulkload.s3io import parse_s3_uri
 from airflow_bulkload.staging.planning import SourceFile
 
 _GLOB_CHARS = "*?["

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow_bulkload.exceptions import BulkLoadError
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest, parse_s3_uri
+from airflow_bulkload.s3io import parse_s3_uri
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest
 from airflow_bulkload.staging.normalize import normalize
 from airflow_bulkload.staging.planning import (
     DEFAULT_MAX_MAP_LENGTH,

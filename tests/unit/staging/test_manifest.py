@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_bulkload.exceptions import InvalidFileFormatError
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest, parse_s3_uri
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest
 
 
 def test_file_format_defaults_per_format() -> None:
@@ -56,10 +56,3 @@ def test_manifest_round_trips_through_json() -> None:
     assert again.chunks[0].bucket == "b"
     assert again.chunks[0].key == "p/chunk-00000.csv.gz"
     assert ChunkSpec.from_dict(chunk.to_dict() | {"ignored": 1}) == chunk
-
-
-def test_parse_s3_uri() -> None:
-    assert parse_s3_uri("s3://bucket/a/b.csv") == ("bucket", "a/b.csv")
-    assert parse_s3_uri("s3://bucket") == ("bucket", "")
-    with pytest.raises(ValueError):
-        parse_s3_uri("/local/file")
