@@ -31,9 +31,8 @@ from airflow_bulkload.exceptions import (
 )
 from airflow_bulkload.hooks.connections import postgres_hook
 from airflow_bulkload.s3io import open_s3_stream, parse_s3_uri, s3_client, s3_region
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, read_manifest
 from airflow_bulkload.staging.planning import MANIFEST_NAME
-from airflow_bulkload.staging.stager import read_manifest
 from airflow_bulkload.table_state import primary_key_of_snapshot
 
 LOAD_METHODS = ("client", "rds_s3", "aurora_s3")
