@@ -4,7 +4,7 @@ Two backends behind one interface:
 
 - **RDS/Aurora** (``db_instance_identifier`` and/or ``db_cluster_identifier`` given): parameter-group
   changes (Aurora cluster-level parameters in the DB cluster parameter group), see
-  :mod:`airflow_bulkload.hooks.rds_bulk_mode`; state in tags on the parameter group.
+  :mod:`airflow_bulkload.bulk_mode`; state in tags on the parameter group.
 - **Self-managed** (a ``postgres``/``mysql`` connection): PostgreSQL ``ALTER SYSTEM`` +
   ``pg_reload_conf()``, MySQL ``SET GLOBAL``; state in tables next to the data (PostgreSQL schema
   ``bulkload``, MySQL ``bulkload_bulk_mode_*`` tables in the connection's database). Server
@@ -29,16 +29,17 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_bulkload.bulk_mode_policy import (
+from airflow_bulkload.bulk_mode.policy import (
     KNOWN_STATIC_SETTINGS,
     LeaseKey,
     check_reboot_policy,
     resolve_bulk_settings,
     ttl_seconds,
 )
+from airflow_bulkload.bulk_mode.rds import RdsBulkModeBackend
+from airflow_bulkload.bulk_mode.status import WaitSpec
 from airflow_bulkload.dialects import Dialect, dialect_for
 from airflow_bulkload.exceptions import BulkModeRefusedError
-from airflow_bulkload.hooks.rds_bulk_mode import RdsBulkModeBackend, WaitSpec
 
 log = logging.getLogger(__name__)
 

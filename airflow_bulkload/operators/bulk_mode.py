@@ -22,14 +22,14 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context, conf
 
-from airflow_bulkload.bulk_mode_policy import (
+from airflow_bulkload.bulk_mode.policy import (
     LeaseKey,
     check_reboot_policy,
     check_strategy,
 )
+from airflow_bulkload.bulk_mode.status import WaitSpec
 from airflow_bulkload.exceptions import BulkModeStateError
 from airflow_bulkload.hooks.bulk_mode import DEFAULT_LEASE_TTL, BulkModeHook
-from airflow_bulkload.hooks.rds_bulk_mode import WaitSpec
 from airflow_bulkload.triggers.bulk_mode import RdsParameterGroupInSyncTrigger
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from typing import Any
 from airflow.providers.amazon.aws.hooks.rds import RdsHook
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_bulkload.hooks.rds_bulk_mode import (
+from airflow_bulkload.bulk_mode.status import (
     WaitSpec,
     cluster_members_pending_reboot,
     combine_status,
@@ -25,7 +25,7 @@ class RdsParameterGroupInSyncTrigger(BaseTrigger):
     ``pending-reboot``: the operator decides about the reboot and defers again). Like the amazon provider's waiter triggers, it takes
     ``waiter_delay``/``waiter_max_attempts`` and uses the hook's async (aiobotocore) client.
 
-    :param spec: a :class:`~airflow_bulkload.hooks.rds_bulk_mode.WaitSpec` as a dict.
+    :param spec: a :class:`~airflow_bulkload.bulk_mode.status.WaitSpec` as a dict.
     :param waiter_delay: seconds between checks.
     :param waiter_max_attempts: checks before giving up (event ``timeout``).
     :param aws_conn_id: AWS connection.

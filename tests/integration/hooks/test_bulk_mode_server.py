@@ -17,7 +17,7 @@ from contextlib import closing
 import pytest
 from psycopg import sql
 
-from airflow_bulkload.bulk_mode_policy import (
+from airflow_bulkload.bulk_mode.policy import (
     MYSQL_BULK_SETTINGS,
     SERVER_POSTGRES_BULK_SETTINGS,
     LeaseKey,
@@ -167,7 +167,7 @@ def test_killed_run_is_restored_by_its_rerun_exit(restore_globals: TestDatabase)
         "import sys, time\n"
         "from tests.harness import configure_process_environment\n"
         "configure_process_environment()\n"
-        "from airflow_bulkload.bulk_mode_policy import LeaseKey\n"
+        "from airflow_bulkload.bulk_mode.policy import LeaseKey\n"
         "from airflow_bulkload.hooks.bulk_mode import BulkModeHook\n"
         f"BulkModeHook(conn_id={db.conn_id!r}).enter(LeaseKey.of('dag', 'events', '2024-01-03'))\n"
         "print('ENTERED', flush=True)\n"

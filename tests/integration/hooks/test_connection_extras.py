@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from airflow_bulkload.bulk_mode_policy import LeaseKey
+from airflow_bulkload.bulk_mode.policy import LeaseKey
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.hooks.bulk_mode import BulkModeHook
 from tests.harness import MotoServer, TestDatabase, put_chunk

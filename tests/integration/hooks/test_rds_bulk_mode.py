@@ -7,7 +7,7 @@ from typing import Any
 import boto3
 import pytest
 
-from airflow_bulkload.bulk_mode_policy import LeaseKey
+from airflow_bulkload.bulk_mode.policy import LeaseKey
 from airflow_bulkload.exceptions import BulkModeRefusedError
 from airflow_bulkload.hooks.bulk_mode import BulkModeHook
 

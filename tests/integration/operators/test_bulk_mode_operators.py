@@ -121,7 +121,7 @@ def test_a_chunk_load_renews_its_runs_lease(restore_globals: TestDatabase) -> No
     """The pipeline's load tasks renew the run's lease as they start (RenewBulkModeLease)."""
     from types import SimpleNamespace
 
-    from airflow_bulkload.bulk_mode_policy import LeaseKey
+    from airflow_bulkload.bulk_mode.policy import LeaseKey
     from airflow_bulkload.hooks.bulk_mode import BulkModeHook
     from airflow_bulkload.operators.bulk_mode import RenewBulkModeLease
 

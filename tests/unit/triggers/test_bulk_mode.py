@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from airflow_bulkload.hooks.rds_bulk_mode import WaitSpec
+from airflow_bulkload.bulk_mode.status import WaitSpec
 from airflow_bulkload.triggers.bulk_mode import RdsParameterGroupInSyncTrigger
 
 
