@@ -2,6 +2,8 @@
 
 Which module to open:
 
+- :mod:`~airflow_bulkload.bulk_mode.target` — :class:`BulkModeTarget`, which server (RDS/Aurora
+  instance and/or cluster, or a self-managed one): one value for every task that needs it;
 - :mod:`~airflow_bulkload.bulk_mode.policy` — the pure rules: default settings per engine, what is
   refused, leases and their expiry, tag encoding;
 - :mod:`~airflow_bulkload.bulk_mode.status` — what to wait for after a change, and the one poll
@@ -16,3 +18,7 @@ Which module to open:
 The self-managed backend (``ALTER SYSTEM`` / ``SET GLOBAL``) and the Airflow hook that picks a
 backend live in :mod:`airflow_bulkload.hooks.bulk_mode`.
 """
+
+from airflow_bulkload.bulk_mode.target import BulkModeTarget
+
+__all__ = ["BulkModeTarget"]

@@ -38,6 +38,7 @@ from airflow_bulkload.bulk_mode.status import (
     merge_specs,
     poll,
 )
+from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.exceptions import BulkModeRefusedError, BulkModeStateError
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,8 @@ class RdsBulkModeBackend:
     has is cluster-level and is changed there, in place only (the cluster group must be custom
     and used by no other cluster). Each changed group carries its own tags: originals and leases.
 
-    :param db_instance_identifier: the instance (Aurora: the writer), for instance-level settings.
-    :param db_cluster_identifier: the Aurora cluster, for cluster-level settings.
+    :param target: the instance (Aurora: the writer), for instance-level settings, and/or the
+        Aurora cluster, for cluster-level settings; the AWS connection and region.
     :param settings: overrides of the engine's default bulk settings (``None`` drops one), in RDS
         parameter units (e.g. ``max_wal_size`` in MB).
     :param strategy: ``auto`` (modify-in-place where possible, else swap), ``modify-in-place``,
@@ -65,25 +66,21 @@ class RdsBulkModeBackend:
 
     def __init__(
         self,
-        db_instance_identifier: str | None = None,
+        target: BulkModeTarget,
         *,
-        db_cluster_identifier: str | None = None,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
         settings: dict[str, Any] | None = None,
         strategy: str = "auto",
         reboot_policy: str = "never",
         expected_load_duration: timedelta | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if not db_instance_identifier and not db_cluster_identifier:
+        if not target.is_rds:
             raise ValueError(
                 "RDS bulk mode needs db_instance_identifier and/or db_cluster_identifier"
             )
-        self.db_instance_identifier = db_instance_identifier
-        self.db_cluster_identifier = db_cluster_identifier
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self.target = target
+        self.db_instance_identifier = target.db_instance_identifier
+        self.db_cluster_identifier = target.db_cluster_identifier
         self.setting_overrides = settings
         self.strategy = check_strategy(strategy)
         self.reboot_policy = check_reboot_policy(reboot_policy)
@@ -94,7 +91,9 @@ class RdsBulkModeBackend:
     def client(self) -> Any:
         from airflow.providers.amazon.aws.hooks.rds import RdsHook
 
-        return RdsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name).conn
+        return RdsHook(
+            aws_conn_id=self.target.aws_conn_id, region_name=self.target.region_name
+        ).conn
 
     @cached_property
     def db_groups(self) -> GroupApi:

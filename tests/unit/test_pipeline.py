@@ -6,8 +6,10 @@ from datetime import timedelta
 from typing import Any
 
 import pendulum
+import pytest
 from airflow.sdk import DAG
 
+from airflow_bulkload.operators import BulkModeTarget
 from airflow_bulkload.pipeline import bulk_load_table
 
 
@@ -58,3 +60,16 @@ def test_the_table_is_claimed_before_bulk_mode_and_released_by_the_teardown() ->
     enter = dag.get_task("load_public_t.enter_bulk_mode")
     assert claim.task_id in enter.get_flat_relative_ids(upstream=True)
     assert "load_public_t.restore_table" in claim.downstream_task_ids
+
+
+def test_the_bulk_mode_tasks_get_one_target() -> None:
+    rds = pipeline(rds_instance="prod-pg", rds_cluster="prod-aurora", reboot_policy="allowed")
+    enter = rds.get_task("load_public_t.enter_bulk_mode")
+    exit_ = rds.get_task("load_public_t.exit_bulk_mode")
+    expected = BulkModeTarget(db_instance_identifier="prod-pg", db_cluster_identifier="prod-aurora")
+    assert enter.target == exit_.target == expected  # type: ignore[attr-defined]
+    assert exit_.reboot_policy == "allowed"  # type: ignore[attr-defined]
+    own = pipeline().get_task("load_public_t.enter_bulk_mode")
+    assert own.target == BulkModeTarget(conn_id="pg")  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="reboot_policy"):
+        pipeline(reboot_policy="sometimes")
