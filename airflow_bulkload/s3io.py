@@ -29,6 +29,11 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     return bucket, key
 
 
+def s3_error_code(exc: BaseException) -> str:
+    """The S3 error code of a botocore ``ClientError`` (``NoSuchKey``, ``404``...), else ``""``."""
+    return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+
+
 class _HashingReader:
     """Hashes the stored bytes as they are read, before any gunzipping."""
 
@@ -121,7 +126,7 @@ def open_s3_stream(
     try:
         response = s3.get_object(Bucket=bucket, Key=key)
     except Exception as exc:
-        code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+        code = s3_error_code(exc)
         if code in ("NoSuchKey", "404", "NoSuchBucket"):
             raise ChunkLoadError(
                 uri, "the S3 object does not exist", expected="a staged chunk"

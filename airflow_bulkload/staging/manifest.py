@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal, overload
 
 from airflow_bulkload.exceptions import BulkLoadError, InvalidFileFormatError
-from airflow_bulkload.s3io import parse_s3_uri
+from airflow_bulkload.s3io import parse_s3_uri, s3_error_code
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ def read_manifest(s3: Any, uri: str, *, required: bool = False) -> Manifest | No
     try:
         body = s3.get_object(Bucket=bucket, Key=key)["Body"]
     except Exception as exc:
-        code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+        code = s3_error_code(exc)
         if code == "NoSuchBucket":
             raise BulkLoadError(
                 f"the staging bucket {bucket!r} does not exist (staging URI {uri}): create it, "
