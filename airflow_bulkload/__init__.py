@@ -41,7 +41,6 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_bulkload.hooks.bulk_load",
                     "airflow_bulkload.hooks.bulk_mode",
-                    "airflow_bulkload.hooks.rds_bulk_mode",
                     "airflow_bulkload.hooks.table_state",
                 ],
             }

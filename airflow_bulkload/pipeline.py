@@ -28,6 +28,8 @@ from airflow.sdk import Asset, Context, Param, TaskGroup
 from airflow.sdk.definitions.taskgroup import TaskGroup as _TaskGroup
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
+from airflow_bulkload.bulk_mode.policy import check_reboot_policy
+from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.hooks.bulk_load import LOAD_METHODS
 from airflow_bulkload.operators.bulk_mode import (
     EnterBulkModeOperator,
@@ -187,19 +189,20 @@ def bulk_load_table(
     for name, value in (("drop_indexes", drop_indexes), ("drop_primary_key", drop_primary_key)):
         if isinstance(value, str) and value != AUTO:
             raise ValueError(f"{name} must be 'auto', True or False, got {value!r}")
+    if bulk_mode != "off" and "{{" not in reboot_policy:
+        check_reboot_policy(reboot_policy)  # the operator checks again once rendered
 
     timing: dict[str, Any] = {"pre_execute": record_start, "post_execute": record_end}
-    bulk_target: dict[str, Any] = {
-        "table": table,
-        "conn_id": None if rds_instance or rds_cluster else conn_id,
-        "db_instance_identifier": rds_instance,
-        "db_cluster_identifier": rds_cluster,
-        "aws_conn_id": aws_conn_id,
-    }
+    bulk_target = BulkModeTarget(
+        db_instance_identifier=rds_instance,
+        db_cluster_identifier=rds_cluster,
+        conn_id=None if rds_instance or rds_cluster else conn_id,
+        aws_conn_id=aws_conn_id,
+    )
     load_timing = timing
     if bulk_mode != "off":
         # every chunk load renews the run's bulk-mode lease, so a long load never outlives it
-        renew = RenewBulkModeLease(**bulk_target)
+        renew = RenewBulkModeLease(table=table, target=bulk_target)
         load_timing = timing | {"pre_execute": _then(renew, record_start)}
     with _TaskGroup(group_id or default_group_id(table)) as group:
         stage = StageToS3Operator(
@@ -306,7 +309,9 @@ def bulk_load_table(
         enter: EnterBulkModeOperator | None = None
         exit_: ExitBulkModeOperator | None = None
         if bulk_mode != "off":
-            bulk: dict[str, Any] = bulk_target | {
+            bulk: dict[str, Any] = {
+                "table": table,
+                "target": bulk_target,
                 "settings": bulk_mode if isinstance(bulk_mode, dict) else None,
                 "reboot_policy": reboot_policy,
             }

@@ -1,4 +1,4 @@
-"""Streaming reads of S3 objects: bounded memory whatever the object size."""
+"""S3 for every layer: ``s3://`` URIs, clients, and streaming reads of bounded memory."""
 
 from __future__ import annotations
 
@@ -11,13 +11,27 @@ from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 from airflow_bulkload.exceptions import ChunkLoadError
-from airflow_bulkload.staging.manifest import parse_s3_uri
 
 #: bytes read from S3 per request on the streaming path; memory per load task is a small multiple
 READ_BUFFER_BYTES = 1024 * 1024
 
 
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/key`` -> ``(bucket, key)``; the key may be empty (a bucket or prefix root)."""
+    if not uri.startswith("s3://"):
+        raise ValueError(f"not an S3 URI (expected s3://bucket/key): {uri!r}")
+    bucket, _, key = uri[len("s3://") :].partition("/")
+    if not bucket:
+        raise ValueError(f"S3 URI has no bucket: {uri!r}")
+    return bucket, key
+
+
+def s3_error_code(exc: BaseException) -> str:
+    """The S3 error code of a botocore ``ClientError`` (``NoSuchKey``, ``404``...), else ``""``."""
+    return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
 
 
 class _HashingReader:
@@ -112,7 +126,7 @@ def open_s3_stream(
     try:
         response = s3.get_object(Bucket=bucket, Key=key)
     except Exception as exc:
-        code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+        code = s3_error_code(exc)
         if code in ("NoSuchKey", "404", "NoSuchBucket"):
             raise ChunkLoadError(
                 uri, "the S3 object does not exist", expected="a staged chunk"

@@ -31,7 +31,7 @@ from airflow_bulkload.advice.plan import (
     DROP_INDEXES_MIN_RATIO,
     should_drop_indexes,
 )
-from airflow_bulkload.bulk_mode_policy import LeaseKey
+from airflow_bulkload.bulk_mode.policy import LeaseKey
 from airflow_bulkload.dialects.base import TableInfo
 
 #: status of a saved table state: captured (nothing changed yet), objects dropped, put back

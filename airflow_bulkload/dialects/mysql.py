@@ -75,7 +75,8 @@ from airflow_bulkload.exceptions import (
     InvalidFileFormatError,
     InvalidIdentifierError,
 )
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, parse_s3_uri
+from airflow_bulkload.s3io import parse_s3_uri
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 from airflow_bulkload.table_state import snapshot_from_info
 
 if TYPE_CHECKING:

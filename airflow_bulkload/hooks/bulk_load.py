@@ -30,12 +30,17 @@ from airflow_bulkload.exceptions import (
     RowCountMismatchError,
 )
 from airflow_bulkload.hooks.connections import postgres_hook
-from airflow_bulkload.s3io import open_s3_stream, s3_client, s3_region
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, parse_s3_uri
+from airflow_bulkload.s3io import (
+    open_s3_stream,
+    parse_s3_uri,
+    s3_client,
+    s3_error_code,
+    s3_region,
+)
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, read_manifest
 from airflow_bulkload.staging.origin import SourceLine, find_record, read_record
 from airflow_bulkload.staging.planning import MANIFEST_NAME
 from airflow_bulkload.staging.sources import open_source
-from airflow_bulkload.staging.stager import read_manifest
 from airflow_bulkload.table_state import primary_key_of_snapshot
 
 LOAD_METHODS = ("client", "rds_s3", "aurora_s3")
@@ -354,7 +359,7 @@ class BulkLoadHook(BaseHook):
         try:
             head = s3_client(self.aws_conn_id).head_object(Bucket=spec.bucket, Key=spec.key)
         except Exception as exc:
-            code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+            code = s3_error_code(exc)
             if code in ("NoSuchKey", "404", "NoSuchBucket"):
                 raise ChunkLoadError(
                     spec.uri, "the S3 object does not exist", expected="a staged chunk"

@@ -2,9 +2,10 @@
 
 Two backends behind one interface:
 
-- **RDS/Aurora** (``db_instance_identifier`` and/or ``db_cluster_identifier`` given): parameter-group
+- **RDS/Aurora** (a :class:`~airflow_bulkload.bulk_mode.target.BulkModeTarget` with
+  ``db_instance_identifier`` and/or ``db_cluster_identifier``): parameter-group
   changes (Aurora cluster-level parameters in the DB cluster parameter group), see
-  :mod:`airflow_bulkload.hooks.rds_bulk_mode`; state in tags on the parameter group.
+  :mod:`airflow_bulkload.bulk_mode`; state in tags on the parameter group.
 - **Self-managed** (a ``postgres``/``mysql`` connection): PostgreSQL ``ALTER SYSTEM`` +
   ``pg_reload_conf()``, MySQL ``SET GLOBAL``; state in tables next to the data (PostgreSQL schema
   ``bulkload``, MySQL ``bulkload_bulk_mode_*`` tables in the connection's database). Server
@@ -29,16 +30,18 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_bulkload.bulk_mode_policy import (
+from airflow_bulkload.bulk_mode.policy import (
     KNOWN_STATIC_SETTINGS,
     LeaseKey,
     check_reboot_policy,
     resolve_bulk_settings,
     ttl_seconds,
 )
+from airflow_bulkload.bulk_mode.rds import RdsBulkModeBackend
+from airflow_bulkload.bulk_mode.status import WaitSpec
+from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.dialects import Dialect, dialect_for
 from airflow_bulkload.exceptions import BulkModeRefusedError
-from airflow_bulkload.hooks.rds_bulk_mode import RdsBulkModeBackend, WaitSpec
 
 log = logging.getLogger(__name__)
 
@@ -192,14 +195,8 @@ class SelfManagedBulkModeBackend:
 class BulkModeHook(BaseHook):
     """Enter/exit bulk mode on an RDS/Aurora instance or a self-managed server.
 
-    :param conn_id: ``postgres``/``mysql`` connection of a self-managed server (used when neither
-        ``db_instance_identifier`` nor ``db_cluster_identifier`` is given).
-    :param db_instance_identifier: the RDS/Aurora DB instance (Aurora: the writer), for
-        instance-level parameters; selects the RDS backend.
-    :param db_cluster_identifier: the Aurora DB cluster, for cluster-level parameters (those found
-        only in its DB cluster parameter group, changed there in place); selects the RDS backend.
-    :param aws_conn_id: AWS connection for the RDS backend.
-    :param region_name: AWS region, if not the connection's.
+    :param target: which server: the RDS/Aurora instance and/or cluster (the RDS backend), else
+        the ``postgres``/``mysql`` connection of a self-managed server.
     :param settings: overrides of the default bulk settings (``None`` as a value drops a default).
         RDS values use the parameter's unit (e.g. ``max_wal_size`` in MB); self-managed PostgreSQL
         accepts units (``4GB``).
@@ -215,12 +212,8 @@ class BulkModeHook(BaseHook):
 
     def __init__(
         self,
+        target: BulkModeTarget,
         *,
-        conn_id: str | None = None,
-        db_instance_identifier: str | None = None,
-        db_cluster_identifier: str | None = None,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
         settings: dict[str, Any] | None = None,
         strategy: str = "auto",
         reboot_policy: str = "never",
@@ -228,16 +221,7 @@ class BulkModeHook(BaseHook):
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__()
-        if not conn_id and not db_instance_identifier and not db_cluster_identifier:
-            raise ValueError(
-                "bulk mode needs db_instance_identifier and/or db_cluster_identifier (RDS/Aurora) "
-                "or conn_id (server)"
-            )
-        self.conn_id = conn_id
-        self.db_instance_identifier = db_instance_identifier
-        self.db_cluster_identifier = db_cluster_identifier
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self.target = target.validate()
         self.settings = settings
         self.strategy = strategy
         self.reboot_policy = check_reboot_policy(reboot_policy)
@@ -245,8 +229,12 @@ class BulkModeHook(BaseHook):
         self.clock = clock
 
     @property
+    def conn_id(self) -> str | None:
+        return self.target.conn_id
+
+    @property
     def is_rds(self) -> bool:
-        return bool(self.db_instance_identifier or self.db_cluster_identifier)
+        return self.target.is_rds
 
     @cached_property
     def rds(self) -> RdsBulkModeBackend:
@@ -255,10 +243,7 @@ class BulkModeHook(BaseHook):
                 "not an RDS bulk mode (no db_instance_identifier/db_cluster_identifier)"
             )
         return RdsBulkModeBackend(
-            self.db_instance_identifier,
-            db_cluster_identifier=self.db_cluster_identifier,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
+            self.target,
             settings=self.settings,
             strategy=self.strategy,
             reboot_policy=self.reboot_policy,

@@ -1,5 +1,6 @@
 """Operators, one per stage of a bulk load."""
 
+from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.operators.bulk_mode import EnterBulkModeOperator, ExitBulkModeOperator
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
 from airflow_bulkload.operators.preflight import PreflightCheckOperator
@@ -15,6 +16,7 @@ from airflow_bulkload.operators.table import (
 from airflow_bulkload.operators.withdraw import WithdrawSupersededChunksOperator
 
 __all__ = [
+    "BulkModeTarget",
     "CheckpointOperator",
     "ClaimTableOperator",
     "EnterBulkModeOperator",

@@ -2,14 +2,13 @@
 
 ::
 
-    enter = EnterBulkModeOperator(task_id="enter_bulk_mode", table="public.events",
-                                  db_instance_identifier="prod-pg")
-    exit_ = ExitBulkModeOperator(task_id="exit_bulk_mode", table="public.events",
-                                 db_instance_identifier="prod-pg")
+    prod = BulkModeTarget(db_instance_identifier="prod-pg")
+    enter = EnterBulkModeOperator(task_id="enter_bulk_mode", table="public.events", target=prod)
+    exit_ = ExitBulkModeOperator(task_id="exit_bulk_mode", table="public.events", target=prod)
     enter.as_setup() >> load >> exit_.as_teardown(setups=enter)
 
 The teardown runs whatever happened in between, and is safe when enter never ran or failed half-way.
-Both tasks must get the same ``table`` (and target): the lease is keyed by (dag id, table, logical
+Both tasks must get the same ``table`` and ``target``: the lease is keyed by (dag id, table, logical
 date), so a re-run of the same DAG run re-claims its own lease.
 """
 
@@ -20,16 +19,18 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+import jinja2
 from airflow.sdk import BaseOperator, Context, conf
 
-from airflow_bulkload.bulk_mode_policy import (
+from airflow_bulkload.bulk_mode.policy import (
     LeaseKey,
     check_reboot_policy,
     check_strategy,
 )
+from airflow_bulkload.bulk_mode.status import WaitSpec
+from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.exceptions import BulkModeStateError
 from airflow_bulkload.hooks.bulk_mode import DEFAULT_LEASE_TTL, BulkModeHook
-from airflow_bulkload.hooks.rds_bulk_mode import WaitSpec
 from airflow_bulkload.triggers.bulk_mode import RdsParameterGroupInSyncTrigger
 
 log = logging.getLogger(__name__)
@@ -40,11 +41,7 @@ class _BulkModeOperator(BaseOperator):
 
     template_fields: Sequence[str] = (
         "table",
-        "conn_id",
-        "db_instance_identifier",
-        "db_cluster_identifier",
-        "aws_conn_id",
-        "region_name",
+        "target",
         "settings",
         "strategy",
         "reboot_policy",
@@ -55,11 +52,7 @@ class _BulkModeOperator(BaseOperator):
         self,
         *,
         table: str,
-        conn_id: str | None = None,
-        db_instance_identifier: str | None = None,
-        db_cluster_identifier: str | None = None,
-        aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
+        target: BulkModeTarget,
         settings: dict[str, Any] | None = None,
         strategy: str = "auto",
         reboot_policy: str = "never",
@@ -71,21 +64,8 @@ class _BulkModeOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if not conn_id and not db_instance_identifier and not db_cluster_identifier:
-            raise ValueError(
-                "give db_instance_identifier and/or db_cluster_identifier (RDS/Aurora) or conn_id "
-                "(own server)"
-            )
-        if "{{" not in strategy:
-            check_strategy(strategy)
-        if "{{" not in reboot_policy:
-            check_reboot_policy(reboot_policy)
         self.table = table
-        self.conn_id = conn_id
-        self.db_instance_identifier = db_instance_identifier
-        self.db_cluster_identifier = db_cluster_identifier
-        self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
+        self.target = target
         self.settings = settings
         self.strategy = strategy
         self.reboot_policy = reboot_policy
@@ -95,13 +75,34 @@ class _BulkModeOperator(BaseOperator):
         self.waiter_delay = waiter_delay
         self.waiter_max_attempts = waiter_max_attempts
 
+    def render_template(
+        self,
+        content: Any,
+        context: Context,
+        jinja_env: jinja2.Environment | None = None,
+        seen_oids: set[int] | None = None,
+    ) -> Any:
+        """Render a :class:`BulkModeTarget` field by field into a new target (it is frozen)."""
+        render = super().render_template
+        if isinstance(content, BulkModeTarget):
+            return content.render(lambda value: render(value, context, jinja_env, seen_oids))
+        return render(content, context, jinja_env, seen_oids)
+
+    def validate(self) -> None:
+        """Check the arguments once templates are rendered (``execute`` calls it first).
+
+        Raises :class:`ValueError` for a target that names nothing, an unknown ``strategy`` or
+        ``reboot_policy``.
+        """
+        if not isinstance(self.target, BulkModeTarget):
+            raise ValueError(f"target must be a BulkModeTarget, got {self.target!r}")
+        self.target.validate()
+        check_strategy(self.strategy)
+        check_reboot_policy(self.reboot_policy)
+
     def hook(self) -> BulkModeHook:
         return BulkModeHook(
-            conn_id=self.conn_id,
-            db_instance_identifier=self.db_instance_identifier,
-            db_cluster_identifier=self.db_cluster_identifier,
-            aws_conn_id=self.aws_conn_id,
-            region_name=self.region_name,
+            self.target,
             settings=self.settings,
             strategy=self.strategy,
             reboot_policy=self.reboot_policy,
@@ -111,17 +112,11 @@ class _BulkModeOperator(BaseOperator):
     def lease_key(self, context: Context) -> LeaseKey:
         return lease_key_of(context, self.table)
 
-    def _target(self) -> str | None:
-        parts = [self.db_instance_identifier or ""]
-        if self.db_cluster_identifier:
-            parts.append(f"cluster {self.db_cluster_identifier}")
-        return " and ".join(p for p in parts if p) or self.conn_id
-
     def _summary(self, key: LeaseKey, spec: WaitSpec | None) -> dict[str, Any]:
         return {
             "lease": key.token,
             "holder": key.describe(),
-            "target": spec.target if spec else self._target(),
+            "target": spec.target if spec else self.target.describe(),
             "parameter_group": spec.parameter_group if spec else None,
             "cluster_parameter_group": spec.cluster_parameter_group if spec else None,
         }
@@ -142,8 +137,8 @@ class _BulkModeOperator(BaseOperator):
                 spec=spec.to_dict(),
                 waiter_delay=self.waiter_delay,
                 waiter_max_attempts=self.waiter_max_attempts,
-                aws_conn_id=self.aws_conn_id,
-                region_name=self.region_name,
+                aws_conn_id=self.target.aws_conn_id,
+                region_name=self.target.region_name,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.waiter_delay * self.waiter_max_attempts + 60),
@@ -173,15 +168,9 @@ class EnterBulkModeOperator(_BulkModeOperator):
     Use it as a setup task, paired with :class:`ExitBulkModeOperator` as its teardown.
 
     :param table: the table being loaded; part of the lease key (dag id, table, logical date).
-    :param conn_id: ``postgres``/``mysql`` connection of a self-managed server. Its database holds
-        the lease tables; point every pipeline on one server at the same database.
-    :param db_instance_identifier: the RDS/Aurora DB instance (selects the RDS backend); on
-        Aurora the writer, for instance-level parameters.
-    :param db_cluster_identifier: the Aurora DB cluster, for cluster-level parameters (found only
-        in the DB cluster parameter group; changed there in place, which needs a custom cluster
-        parameter group no other cluster uses). Give it to the exit operator too.
-    :param aws_conn_id: AWS connection (RDS backend).
-    :param region_name: AWS region, if not the connection's.
+    :param target: which server: a :class:`~airflow_bulkload.bulk_mode.target.BulkModeTarget`
+        naming the RDS/Aurora instance and/or cluster, or the connection of a self-managed
+        server. Its fields are templated.
     :param settings: overrides of the default bulk settings; ``None`` as a value drops a default.
         PostgreSQL defaults: maintenance_work_mem 1 GB, max_wal_size 4 GB, checkpoint_timeout
         30 min. MySQL: dynamic only (innodb_io_capacity[_max]). Static ones (e.g.
@@ -198,6 +187,7 @@ class EnterBulkModeOperator(_BulkModeOperator):
     """
 
     def execute(self, context: Context) -> dict[str, Any]:
+        self.validate()
         key = self.lease_key(context)
         hook = self.hook()
         self.log.info("entering bulk mode for %s (lease %s)", key.describe(), key.token)
@@ -211,13 +201,25 @@ class ExitBulkModeOperator(_BulkModeOperator):
     swap, deleting the bulk copy) and wait until they are in effect.
 
     Safe as a teardown whatever happened before: when enter never ran, nothing is changed; when it
-    failed half-way, what it changed is restored. Takes the same parameters as the enter operator
-    (``settings``, ``lease_ttl``, ``expected_load_duration`` are unused here).
+    failed half-way, what it changed is restored. Takes the same parameters as the enter operator,
+    so one set of arguments can serve both.
+
+    :param table: the table loaded; with the DAG id and logical date, the lease to release.
+    :param target: the same :class:`~airflow_bulkload.bulk_mode.target.BulkModeTarget` as enter.
+    :param settings: unused here (what enter changed is recorded with its lease).
+    :param strategy: RDS: as for enter; a swap is undone by re-associating the original group.
+    :param reboot_policy: RDS: ``never`` (default) or ``allowed``, as for enter.
+    :param lease_ttl: unused here.
+    :param expected_load_duration: unused here.
+    :param deferrable: wait for the RDS change in the triggerer instead of a worker slot.
+    :param waiter_delay: seconds between checks while waiting.
+    :param waiter_max_attempts: checks before giving up.
     """
 
     ui_color = "#e3f1d4"
 
     def execute(self, context: Context) -> dict[str, Any]:
+        self.validate()
         key = self.lease_key(context)
         hook = self.hook()
         self.log.info("leaving bulk mode for %s (lease %s)", key.describe(), key.token)
@@ -239,35 +241,22 @@ class RenewBulkModeLease:
     load, so a lease lives as long as chunks keep starting. A failed renewal is logged, never
     fatal: the load itself does not depend on bulk mode.
 
-    Takes the arguments of :class:`EnterBulkModeOperator` that name the target.
+    :param table: the table being loaded, as given to the enter and exit tasks.
+    :param target: the bulk-mode target, as given to the enter and exit tasks.
+    :param ttl: the lease's new time to live.
     """
 
     def __init__(
-        self,
-        *,
-        table: str,
-        conn_id: str | None = None,
-        db_instance_identifier: str | None = None,
-        db_cluster_identifier: str | None = None,
-        aws_conn_id: str | None = "aws_default",
-        ttl: timedelta = DEFAULT_LEASE_TTL,
+        self, *, table: str, target: BulkModeTarget, ttl: timedelta = DEFAULT_LEASE_TTL
     ) -> None:
         self.table = table
-        self.conn_id = conn_id
-        self.db_instance_identifier = db_instance_identifier
-        self.db_cluster_identifier = db_cluster_identifier
-        self.aws_conn_id = aws_conn_id
+        self.target = target
         self.ttl = ttl
 
     def __call__(self, context: Context) -> None:
         key = lease_key_of(context, self.table)
         try:
-            renewed = BulkModeHook(
-                conn_id=self.conn_id,
-                db_instance_identifier=self.db_instance_identifier,
-                db_cluster_identifier=self.db_cluster_identifier,
-                aws_conn_id=self.aws_conn_id,
-            ).renew(key, self.ttl)
+            renewed = BulkModeHook(self.target).renew(key, self.ttl)
         except Exception:
             log.warning("could not renew the bulk-mode lease of %s", key.describe(), exc_info=True)
             return

@@ -21,7 +21,8 @@ from airflow_bulkload.advice.models import AUTO, FailOn, LoadPlan, failing_sever
 from airflow_bulkload.exceptions import PreflightFailedError
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
-from airflow_bulkload.staging.manifest import Manifest, parse_s3_uri
+from airflow_bulkload.s3io import s3_client
+from airflow_bulkload.staging.manifest import read_manifest
 
 #: the plan's knobs that the task also pushes one by one, each under :func:`plan_xcom_key`
 PLAN_KNOBS = ("parallelism", "drop_indexes", "sort", "chunk_size", "index_build_parallelism")
@@ -223,7 +224,9 @@ class PreflightCheckOperator(BaseOperator):
         manifest = self.manifest
         if manifest:
             if isinstance(manifest, str):
-                return InputSummary.from_manifest(self._read_manifest(manifest))
+                return InputSummary.from_manifest(
+                    read_manifest(s3_client(self.aws_conn_id), manifest, required=True)
+                )
             if isinstance(manifest, Mapping):
                 if "chunks" in manifest:
                     return InputSummary.from_chunks(manifest["chunks"], manifest.get("sort_key"))
@@ -236,13 +239,6 @@ class PreflightCheckOperator(BaseOperator):
                 sorted_by=tuple(self.sorted_by) if self.sorted_by else None,
             )
         return None
-
-    def _read_manifest(self, uri: str) -> Manifest:
-        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-
-        bucket, key = parse_s3_uri(uri)
-        text = S3Hook(aws_conn_id=self.aws_conn_id).read_key(key, bucket_name=bucket)
-        return Manifest.from_json(text)
 
     def _options(self) -> LoadOptions:
         knobs = LoadPlan(parallelism=0, drop_indexes=False, sort=False, chunk_size=0).resolve(

@@ -213,14 +213,12 @@ class PrepareTableOperator(_TableOperator):
 
     def _manifest_bytes(self, uri: str) -> int:
         """The input's size from a staged manifest: uncompressed bytes when known."""
-        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-
         from airflow_bulkload.advice.models import InputSummary
-        from airflow_bulkload.staging.manifest import Manifest, parse_s3_uri
+        from airflow_bulkload.s3io import s3_client
+        from airflow_bulkload.staging.manifest import read_manifest
 
-        bucket, key = parse_s3_uri(uri)
-        text = S3Hook(aws_conn_id=self.aws_conn_id).read_key(key, bucket_name=bucket)
-        summary = InputSummary.from_manifest(Manifest.from_json(text))
+        manifest = read_manifest(s3_client(self.aws_conn_id), uri, required=True)
+        summary = InputSummary.from_manifest(manifest)
         self.log.info("%s: %d bytes to load (%s)", uri, summary.data_bytes, self.table)
         return summary.data_bytes
 

@@ -1,16 +1,21 @@
 """The manifest model shared by staging (which writes it) and loading (which reads it).
 
 Everything here is plain data that round-trips through JSON, so it can travel in XCom (small
-dicts, never data) and live in S3 as ``manifest.json``.
+dicts, never data) and live in S3 as ``manifest.json``; :func:`read_manifest` is the one way to
+read it back from S3.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
-from airflow_bulkload.exceptions import InvalidFileFormatError
+from airflow_bulkload.exceptions import BulkLoadError, InvalidFileFormatError
+from airflow_bulkload.s3io import parse_s3_uri, s3_error_code
+
+log = logging.getLogger(__name__)
 
 MANIFEST_VERSION = 1
 Compression = Literal["gzip", "none"]
@@ -175,11 +180,45 @@ class Manifest:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
-def parse_s3_uri(uri: str) -> tuple[str, str]:
-    """``s3://bucket/key`` -> ``(bucket, key)``; the key may be empty (a bucket or prefix root)."""
-    if not uri.startswith("s3://"):
-        raise ValueError(f"not an S3 URI (expected s3://bucket/key): {uri!r}")
-    bucket, _, key = uri[len("s3://") :].partition("/")
-    if not bucket:
-        raise ValueError(f"S3 URI has no bucket: {uri!r}")
-    return bucket, key
+@overload
+def read_manifest(s3: Any, uri: str, *, required: Literal[True]) -> Manifest: ...
+
+
+@overload
+def read_manifest(s3: Any, uri: str, *, required: bool = False) -> Manifest | None: ...
+
+
+def read_manifest(s3: Any, uri: str, *, required: bool = False) -> Manifest | None:
+    """The manifest at ``uri``, read with the S3 client ``s3``.
+
+    ``None`` when there is none, or it is unreadable (staging treats a broken manifest like a
+    partial attempt and stages again); with ``required``, either raises
+    :class:`~airflow_bulkload.exceptions.BulkLoadError` naming ``uri`` instead. A missing bucket
+    always raises.
+    """
+    bucket, key = parse_s3_uri(uri)
+    try:
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
+    except Exception as exc:
+        code = s3_error_code(exc)
+        if code == "NoSuchBucket":
+            raise BulkLoadError(
+                f"the staging bucket {bucket!r} does not exist (staging URI {uri}): create it, "
+                "or point staging= at a bucket the workers may write to"
+            ) from exc
+        if code not in ("NoSuchKey", "404"):
+            raise
+        if required:
+            raise BulkLoadError(
+                f"{uri}: no manifest there; its staging did not complete or was deleted"
+            ) from exc
+        return None
+    try:
+        return Manifest.from_json(body.read())
+    except (ValueError, TypeError, KeyError) as exc:
+        if required:
+            raise BulkLoadError(f"{uri} is not a readable manifest: {exc}") from exc
+        log.warning("%s is not a readable manifest (%s); treating it as absent", uri, exc)
+        return None
+    finally:
+        body.close()

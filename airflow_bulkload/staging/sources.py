@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from airflow_bulkload.exceptions import BulkLoadError
-from airflow_bulkload.staging.manifest import parse_s3_uri
+from airflow_bulkload.s3io import parse_s3_uri, s3_error_code
 from airflow_bulkload.staging.planning import SourceFile
 
 _GLOB_CHARS = "*?["
@@ -80,7 +80,7 @@ def _list_prefix(client: Any, bucket: str, prefix: str, *, recursive: bool) -> l
     try:
         pages = list(paginator.paginate(Bucket=bucket, Prefix=prefix, **extra))
     except Exception as exc:
-        code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
+        code = s3_error_code(exc)
         if code == "NoSuchBucket":
             raise NoInputError(
                 f"source bucket {bucket!r} does not exist (source s3://{bucket}/{prefix}): check "

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow_bulkload.exceptions import BulkLoadError, NulByteError
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest, parse_s3_uri
+from airflow_bulkload.s3io import parse_s3_uri
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest, read_manifest
 from airflow_bulkload.staging.normalize import normalize
 from airflow_bulkload.staging.origin import find_nul
 from airflow_bulkload.staging.planning import (
@@ -102,31 +103,6 @@ class StageResult:
     manifest_uri: str
     prefix: str
     skipped: bool
-
-
-def read_manifest(s3: Any, uri: str) -> Manifest | None:
-    """The manifest at ``uri``, or None when there is none (or it is unreadable: a broken
-    manifest is treated like a partial attempt and staged again)."""
-    bucket, key = parse_s3_uri(uri)
-    try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"]
-    except Exception as exc:
-        code = getattr(exc, "response", {}).get("Error", {}).get("Code", "")
-        if code in ("NoSuchKey", "404"):
-            return None
-        if code == "NoSuchBucket":
-            raise BulkLoadError(
-                f"the staging bucket {bucket!r} does not exist (staging URI {uri}): create it, "
-                "or point staging= at a bucket the workers may write to"
-            ) from exc
-        raise
-    try:
-        return Manifest.from_json(body.read())
-    except (ValueError, TypeError, KeyError) as exc:
-        log.warning("%s is not a readable manifest (%s); staging again", uri, exc)
-        return None
-    finally:
-        body.close()
 
 
 def delete_prefix(s3: Any, prefix_uri: str) -> int:

@@ -9,23 +9,21 @@ from typing import Any
 from airflow.providers.amazon.aws.hooks.rds import RdsHook
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_bulkload.hooks.rds_bulk_mode import (
-    WaitSpec,
-    cluster_members_pending_reboot,
-    combine_status,
-    evaluate_cluster,
-    evaluate_instance,
-)
+from airflow_bulkload.bulk_mode.status import WaitSpec, poll_async
 
 
 class RdsParameterGroupInSyncTrigger(BaseTrigger):
-    """Poll the instance until it is ``available`` with the expected parameter group ``in-sync``
+    """Poll until an RDS parameter change is in effect, or waits for a reboot.
+
+    Polls the instance until it is ``available`` with the expected parameter group ``in-sync``
     and/or (Aurora cluster-level parameters) the cluster until every member reports the DB cluster
     parameter group ``in-sync`` (event ``ready``), or either reports ``pending-reboot`` (event
-    ``pending-reboot``: the operator decides about the reboot and defers again). Like the amazon provider's waiter triggers, it takes
-    ``waiter_delay``/``waiter_max_attempts`` and uses the hook's async (aiobotocore) client.
+    ``pending-reboot``: the operator decides about the reboot and defers again). Each poll is
+    :func:`~airflow_bulkload.bulk_mode.status.poll_steps`, the routine the synchronous wait runs
+    too, fed by the hook's async (aiobotocore) client. Like the amazon provider's waiter
+    triggers, it takes ``waiter_delay``/``waiter_max_attempts``.
 
-    :param spec: a :class:`~airflow_bulkload.hooks.rds_bulk_mode.WaitSpec` as a dict.
+    :param spec: a :class:`~airflow_bulkload.bulk_mode.status.WaitSpec` as a dict.
     :param waiter_delay: seconds between checks.
     :param waiter_max_attempts: checks before giving up (event ``timeout``).
     :param aws_conn_id: AWS connection.
@@ -64,33 +62,17 @@ class RdsParameterGroupInSyncTrigger(BaseTrigger):
         hook = RdsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         try:
             async with await hook.get_async_conn() as client:
+
+                async def describe(kind: str, ident: str) -> dict[str, Any]:
+                    if kind == "cluster":
+                        found = await client.describe_db_clusters(DBClusterIdentifier=ident)
+                        return dict(found["DBClusters"][0])
+                    found = await client.describe_db_instances(DBInstanceIdentifier=ident)
+                    return dict(found["DBInstances"][0])
+
                 for attempt in range(1, self.waiter_max_attempts + 1):
-                    statuses = []
-                    if spec.needs_instance:
-                        found = await client.describe_db_instances(
-                            DBInstanceIdentifier=spec.db_instance_identifier
-                        )
-                        statuses.append(
-                            evaluate_instance(found["DBInstances"][0], str(spec.parameter_group))
-                        )
-                    if spec.needs_cluster:
-                        found = await client.describe_db_clusters(
-                            DBClusterIdentifier=spec.db_cluster_identifier
-                        )
-                        cluster = found["DBClusters"][0]
-                        members = {}
-                        for member in cluster_members_pending_reboot(cluster):
-                            inst = await client.describe_db_instances(DBInstanceIdentifier=member)
-                            members[member] = str(inst["DBInstances"][0].get("DBInstanceStatus"))
-                        if members:  # look again after the members (see RdsBulkModeBackend.check)
-                            found = await client.describe_db_clusters(
-                                DBClusterIdentifier=spec.db_cluster_identifier
-                            )
-                            cluster = found["DBClusters"][0]
-                        statuses.append(
-                            evaluate_cluster(cluster, str(spec.cluster_parameter_group), members)
-                        )
-                    status = combine_status(*statuses)
+                    # the same poll as the synchronous wait (RdsBulkModeBackend.check)
+                    status = await poll_async(spec, describe)
                     self.log.info(
                         "%s / %s: %s (check %d of %d)",
                         spec.target,

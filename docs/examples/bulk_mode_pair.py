@@ -4,6 +4,7 @@ import pendulum
 from airflow.sdk import DAG
 
 from airflow_bulkload.operators import (
+    BulkModeTarget,
     EnterBulkModeOperator,
     ExitBulkModeOperator,
     LoadChunkOperator,
@@ -12,7 +13,11 @@ from airflow_bulkload.operators import (
 
 TABLE = "public.events"
 # Give enter and exit the same arguments: the lease is keyed by (DAG id, table, logical date).
-BULK_MODE = {"table": TABLE, "db_instance_identifier": "prod-pg", "deferrable": True}
+BULK_MODE = {
+    "table": TABLE,
+    "target": BulkModeTarget(db_instance_identifier="prod-pg"),
+    "deferrable": True,
+}
 
 with DAG(
     dag_id="bulkload_with_bulk_mode",

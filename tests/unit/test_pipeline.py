@@ -6,8 +6,10 @@ from datetime import timedelta
 from typing import Any
 
 import pendulum
+import pytest
 from airflow.sdk import DAG
 
+from airflow_bulkload.operators import BulkModeTarget
 from airflow_bulkload.pipeline import bulk_load_table
 
 
@@ -77,3 +79,16 @@ def test_knobs_left_on_auto_take_the_preflight_plan_as_native_values() -> None:
         # an XCom reference resolved when the task runs, not a Jinja string to parse back
         assert isinstance(value, PlainXComArg)
         assert (value.operator, value.key) == (preflight, key)
+
+
+def test_the_bulk_mode_tasks_get_one_target() -> None:
+    rds = pipeline(rds_instance="prod-pg", rds_cluster="prod-aurora", reboot_policy="allowed")
+    enter = rds.get_task("load_public_t.enter_bulk_mode")
+    exit_ = rds.get_task("load_public_t.exit_bulk_mode")
+    expected = BulkModeTarget(db_instance_identifier="prod-pg", db_cluster_identifier="prod-aurora")
+    assert enter.target == exit_.target == expected  # type: ignore[attr-defined]
+    assert exit_.reboot_policy == "allowed"  # type: ignore[attr-defined]
+    own = pipeline().get_task("load_public_t.enter_bulk_mode")
+    assert own.target == BulkModeTarget(conn_id="pg")  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="reboot_policy"):
+        pipeline(reboot_policy="sometimes")

@@ -17,7 +17,8 @@ from contextlib import closing
 import pytest
 from psycopg import sql
 
-from airflow_bulkload.bulk_mode_policy import (
+from airflow_bulkload.bulk_mode import BulkModeTarget
+from airflow_bulkload.bulk_mode.policy import (
     MYSQL_BULK_SETTINGS,
     SERVER_POSTGRES_BULK_SETTINGS,
     LeaseKey,
@@ -110,7 +111,7 @@ def _wait_shown(db: TestDatabase, expected: dict[str, str]) -> dict[str, str]:
 def test_enter_sets_bulk_values_and_exit_restores_them(restore_globals: TestDatabase) -> None:
     db = restore_globals
     before = {n: _show(db, n) for n in _names(db)}
-    hook = BulkModeHook(conn_id=db.conn_id)
+    hook = BulkModeHook(BulkModeTarget(conn_id=db.conn_id))
     key = LeaseKey.of("dag", "public.events", "2024-01-01")
     assert hook.enter(key) is None
     assert _wait_shown(db, _bulk_shown(db)) == _bulk_shown(db)
@@ -121,7 +122,7 @@ def test_enter_sets_bulk_values_and_exit_restores_them(restore_globals: TestData
 def test_exit_without_enter_changes_nothing(restore_globals: TestDatabase) -> None:
     db = restore_globals
     before = {n: _show(db, n) for n in _names(db)}
-    BulkModeHook(conn_id=db.conn_id).exit(LeaseKey.of("dag", "t", "2024-01-01"))
+    BulkModeHook(BulkModeTarget(conn_id=db.conn_id)).exit(LeaseKey.of("dag", "t", "2024-01-01"))
     assert {n: _show(db, n) for n in _names(db)} == before
 
 
@@ -130,7 +131,7 @@ def test_two_overlapping_leases_restore_only_when_the_last_goes(
 ) -> None:
     db = restore_globals
     before = {n: _show(db, n) for n in _names(db)}
-    hook = BulkModeHook(conn_id=db.conn_id)
+    hook = BulkModeHook(BulkModeTarget(conn_id=db.conn_id))
     nightly = LeaseKey.of("nightly", "events", "2024-01-02")
     backfill = LeaseKey.of("backfill", "orders", "2023-12-01")
     hook.enter(nightly)
@@ -149,7 +150,10 @@ def test_loads_into_two_databases_of_one_server_share_one_set_of_leases(
     db = restore_globals
     before = {n: _show(db, n) for n in _names(db)}
     with fresh_database(db.engine, db.server) as other:
-        here, there = BulkModeHook(conn_id=db.conn_id), BulkModeHook(conn_id=other.conn_id)
+        here, there = (
+            BulkModeHook(BulkModeTarget(conn_id=db.conn_id)),
+            BulkModeHook(BulkModeTarget(conn_id=other.conn_id)),
+        )
         first = LeaseKey.of("nightly", "events", "2024-01-02")
         second = LeaseKey.of("nightly", "orders", "2024-01-02")
         here.enter(first)
@@ -167,9 +171,11 @@ def test_killed_run_is_restored_by_its_rerun_exit(restore_globals: TestDatabase)
         "import sys, time\n"
         "from tests.harness import configure_process_environment\n"
         "configure_process_environment()\n"
-        "from airflow_bulkload.bulk_mode_policy import LeaseKey\n"
+        "from airflow_bulkload.bulk_mode.policy import LeaseKey\n"
+        "from airflow_bulkload.bulk_mode import BulkModeTarget\n"
         "from airflow_bulkload.hooks.bulk_mode import BulkModeHook\n"
-        f"BulkModeHook(conn_id={db.conn_id!r}).enter(LeaseKey.of('dag', 'events', '2024-01-03'))\n"
+        f"BulkModeHook(BulkModeTarget(conn_id={db.conn_id!r}))"
+        ".enter(LeaseKey.of('dag', 'events', '2024-01-03'))\n"
         "print('ENTERED', flush=True)\n"
         "time.sleep(600)\n"
     )
@@ -194,7 +200,9 @@ def test_killed_run_is_restored_by_its_rerun_exit(restore_globals: TestDatabase)
         proc.wait(timeout=30)
     assert _wait_shown(db, _bulk_shown(db)) == _bulk_shown(db)
     # the re-run of the same DAG run: its exit re-claims the lease and restores at once
-    BulkModeHook(conn_id=db.conn_id).exit(LeaseKey.of("dag", "events", "2024-01-03"))
+    BulkModeHook(BulkModeTarget(conn_id=db.conn_id)).exit(
+        LeaseKey.of("dag", "events", "2024-01-03")
+    )
     assert _wait_shown(db, before) == before
 
 
@@ -208,7 +216,7 @@ def test_expired_lease_of_a_crashed_run_is_restored_by_a_later_enter_exit(
     def now() -> float:
         return clock[0]
 
-    hook = BulkModeHook(conn_id=db.conn_id, clock=now)
+    hook = BulkModeHook(BulkModeTarget(conn_id=db.conn_id), clock=now)
     hook.enter(LeaseKey.of("crashed", "events", "2024-01-04"), ttl=60)  # never exits
     clock[0] += 61
     later = LeaseKey.of("nightly", "events", "2024-01-05")
@@ -220,7 +228,7 @@ def test_expired_lease_of_a_crashed_run_is_restored_by_a_later_enter_exit(
 def test_renew_keeps_a_lease_alive(restore_globals: TestDatabase) -> None:
     db = restore_globals
     clock: list[float] = [1_000_000.0]
-    hook = BulkModeHook(conn_id=db.conn_id, clock=lambda: clock[0])
+    hook = BulkModeHook(BulkModeTarget(conn_id=db.conn_id), clock=lambda: clock[0])
     long_load = LeaseKey.of("big", "events", "2024-01-06")
     hook.enter(long_load, ttl=60)
     clock[0] += 50
@@ -244,12 +252,16 @@ def test_restart_only_setting_is_refused_before_any_change(restore_globals: Test
     touched = [*_names(db), *static]
     before = {n: _show(db, n) for n in touched}
     with pytest.raises(BulkModeRefusedError, match="restart"):
-        BulkModeHook(conn_id=db.conn_id, settings=static).enter(LeaseKey.of("d", "t", "x"))
+        BulkModeHook(BulkModeTarget(conn_id=db.conn_id), settings=static).enter(
+            LeaseKey.of("d", "t", "x")
+        )
     assert {n: _show(db, n) for n in touched} == before
 
 
 def test_doublewrite_off_is_refused(mysql_db: TestDatabase) -> None:
-    hook = BulkModeHook(conn_id=mysql_db.conn_id, settings={"innodb_doublewrite": "OFF"})
+    hook = BulkModeHook(
+        BulkModeTarget(conn_id=mysql_db.conn_id), settings={"innodb_doublewrite": "OFF"}
+    )
     with pytest.raises(BulkModeRefusedError, match="doublewrite"):
         hook.enter(LeaseKey.of("d", "t", "x"))
 
@@ -279,7 +291,7 @@ def test_durability_breaking_settings_are_refused_before_any_change(
     touched = [*_names(db), *names]
     before = {n: _show(db, n) for n in touched}
     for settings in DURABILITY_BREAKING[db.engine]:
-        hook = BulkModeHook(conn_id=db.conn_id, settings=settings)
+        hook = BulkModeHook(BulkModeTarget(conn_id=db.conn_id), settings=settings)
         with pytest.raises(BulkModeRefusedError, match="refusing"):
             hook.enter(LeaseKey.of("d", "t", "x"))
     assert {n: _show(db, n) for n in touched} == before

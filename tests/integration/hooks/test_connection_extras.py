@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from airflow_bulkload.bulk_mode_policy import LeaseKey
+from airflow_bulkload.bulk_mode import BulkModeTarget
+from airflow_bulkload.bulk_mode.policy import LeaseKey
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.hooks.bulk_mode import BulkModeHook
 from tests.harness import MotoServer, TestDatabase, put_chunk
@@ -30,7 +31,7 @@ def test_our_extras_do_not_break_loads_or_bulk_mode(
     chunk = put_chunk(moto_server, s3_bucket, "c0.csv.gz", b"1,a\n2,b\n", rows=2)
 
     assert BulkLoadHook(conn_id="with_extras").load_chunk("notes", chunk).rows == 2
-    bulk = BulkModeHook(conn_id="with_extras", settings={})
+    bulk = BulkModeHook(BulkModeTarget(conn_id="with_extras"), settings={})
     key = LeaseKey.of("extras", "notes", "x")
     bulk.enter(key)
     bulk.exit(key)

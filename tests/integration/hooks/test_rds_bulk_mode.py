@@ -7,7 +7,8 @@ from typing import Any
 import boto3
 import pytest
 
-from airflow_bulkload.bulk_mode_policy import LeaseKey
+from airflow_bulkload.bulk_mode import BulkModeTarget
+from airflow_bulkload.bulk_mode.policy import LeaseKey
 from airflow_bulkload.exceptions import BulkModeRefusedError
 from airflow_bulkload.hooks.bulk_mode import BulkModeHook
 
@@ -124,7 +125,7 @@ def test_the_model_shows_the_reboot_trap(rds: Any) -> None:
 def test_modify_in_place_round_trip_restores_every_original(rds: Any) -> None:
     make_instance(rds, group_values={"max_wal_size": "1024", "work_mem": "4096"})
     before = values(rds, "custom-pg")
-    hook = BulkModeHook(db_instance_identifier="db1")
+    hook = BulkModeHook(BulkModeTarget(db_instance_identifier="db1"))
     spec = hook.enter(KEY)
     assert spec is not None and spec.parameter_group == "custom-pg" and not spec.reboot_allowed
     assert group_status(rds)[1] == "applying"
@@ -144,7 +145,7 @@ def test_modify_in_place_round_trip_restores_every_original(rds: Any) -> None:
 def test_overlapping_leases_on_rds(rds: Any) -> None:
     make_instance(rds)
     before = values(rds, "custom-pg")
-    hook = BulkModeHook(db_instance_identifier="db1")
+    hook = BulkModeHook(BulkModeTarget(db_instance_identifier="db1"))
     other = LeaseKey.of("backfill", "public.orders", "2023-12-01")
     run(hook, hook.enter(KEY))
     run(hook, hook.enter(other))
@@ -158,7 +159,7 @@ def test_expired_lease_is_restored_by_the_next_exit(rds: Any) -> None:
     make_instance(rds)
     before = values(rds, "custom-pg")
     clock = [1_000_000.0]
-    hook = BulkModeHook(db_instance_identifier="db1", clock=lambda: clock[0])
+    hook = BulkModeHook(BulkModeTarget(db_instance_identifier="db1"), clock=lambda: clock[0])
     run(hook, hook.enter(LeaseKey.of("crashed", "t", "x"), ttl=60))
     clock[0] += 61
     run(hook, hook.exit(KEY))  # a run that never entered, e.g. a failed enter's teardown
@@ -168,7 +169,7 @@ def test_expired_lease_is_restored_by_the_next_exit(rds: Any) -> None:
 def test_exit_when_enter_never_ran_changes_nothing(rds: Any) -> None:
     make_instance(rds)
     before = values(rds, "custom-pg")
-    assert BulkModeHook(db_instance_identifier="db1").exit(KEY) is None
+    assert BulkModeHook(BulkModeTarget(db_instance_identifier="db1")).exit(KEY) is None
     assert values(rds, "custom-pg") == before
 
 
@@ -177,7 +178,7 @@ def test_default_group_is_refused_with_what_to_do(rds: Any) -> None:
     name, _ = group_status(rds)
     assert name.startswith("default.")
     with pytest.raises(BulkModeRefusedError, match=r"default parameter group.*copy"):
-        BulkModeHook(db_instance_identifier="db1").enter(KEY)
+        BulkModeHook(BulkModeTarget(db_instance_identifier="db1")).enter(KEY)
     assert not [k for k in tags(rds, name) if k.startswith("bulkload:")]
 
 
@@ -185,14 +186,16 @@ def test_shared_group_is_refused_for_modify_in_place(rds: Any) -> None:
     make_instance(rds, "db1")
     make_instance(rds, "db2")
     with pytest.raises(BulkModeRefusedError, match="shared with db2"):
-        BulkModeHook(db_instance_identifier="db1", strategy="modify-in-place").enter(KEY)
+        BulkModeHook(
+            BulkModeTarget(db_instance_identifier="db1"), strategy="modify-in-place"
+        ).enter(KEY)
 
 
 def test_swap_without_reboot_policy_fails_before_changing_anything(rds: Any) -> None:
     make_instance(rds)
     before_values, before_tags = values(rds, "custom-pg"), tags(rds, "custom-pg")
     with pytest.raises(BulkModeRefusedError, match="reboot_policy='allowed'"):
-        BulkModeHook(db_instance_identifier="db1", strategy="swap").enter(KEY)
+        BulkModeHook(BulkModeTarget(db_instance_identifier="db1"), strategy="swap").enter(KEY)
     assert group_status(rds) == ("custom-pg", "in-sync")
     assert not _group_exists(rds, "bulkload-db1")
     assert (values(rds, "custom-pg"), tags(rds, "custom-pg")) == (before_values, before_tags)
@@ -200,7 +203,9 @@ def test_swap_without_reboot_policy_fails_before_changing_anything(rds: Any) -> 
 
 def test_swap_with_reboot_policy_ends_in_sync_and_exit_returns(rds: Any) -> None:
     make_instance(rds, group_values={"work_mem": "4096"})
-    hook = BulkModeHook(db_instance_identifier="db1", strategy="swap", reboot_policy="allowed")
+    hook = BulkModeHook(
+        BulkModeTarget(db_instance_identifier="db1"), strategy="swap", reboot_policy="allowed"
+    )
     spec = hook.enter(KEY)
     assert spec is not None and spec.parameter_group == "bulkload-db1"
     assert group_status(rds) == ("bulkload-db1", "pending-reboot")  # the trap
@@ -220,7 +225,7 @@ def test_swap_with_reboot_policy_ends_in_sync_and_exit_returns(rds: Any) -> None
 def test_auto_swaps_a_default_group_when_reboots_are_allowed(rds: Any) -> None:
     make_instance(rds, group=None)
     default_group, _ = group_status(rds)
-    hook = BulkModeHook(db_instance_identifier="db1", reboot_policy="allowed")
+    hook = BulkModeHook(BulkModeTarget(db_instance_identifier="db1"), reboot_policy="allowed")
     run(hook, hook.enter(KEY))
     assert group_status(rds) == ("bulkload-db1", "in-sync")
     run(hook, hook.exit(KEY))
@@ -232,7 +237,8 @@ def test_static_parameter_without_reboot_policy_is_refused(rds: Any) -> None:
     make_instance(rds, engine="mysql", family="mysql8.0", group="custom-my")
     before = values(rds, "custom-my")
     hook = BulkModeHook(
-        db_instance_identifier="db1", settings={"innodb_log_file_size": "1073741824"}
+        BulkModeTarget(db_instance_identifier="db1"),
+        settings={"innodb_log_file_size": "1073741824"},
     )
     with pytest.raises(BulkModeRefusedError, match=r"innodb_log_file_size.*reboot"):
         hook.enter(KEY)
@@ -243,7 +249,7 @@ def test_static_parameter_with_reboot_policy_reboots_and_restores(rds: Any) -> N
     make_instance(rds, engine="mysql", family="mysql8.0", group="custom-my")
     before = values(rds, "custom-my")
     hook = BulkModeHook(
-        db_instance_identifier="db1",
+        BulkModeTarget(db_instance_identifier="db1"),
         settings={"innodb_log_file_size": "1073741824"},
         reboot_policy="allowed",
     )
@@ -261,7 +267,9 @@ def test_static_parameter_with_reboot_policy_reboots_and_restores(rds: Any) -> N
 def test_doublewrite_off_is_refused_even_with_reboots(rds: Any) -> None:
     make_instance(rds, engine="mysql", family="mysql8.0", group="custom-my")
     hook = BulkModeHook(
-        db_instance_identifier="db1", settings={"innodb_doublewrite": "0"}, reboot_policy="allowed"
+        BulkModeTarget(db_instance_identifier="db1"),
+        settings={"innodb_doublewrite": "0"},
+        reboot_policy="allowed",
     )
     with pytest.raises(BulkModeRefusedError, match="doublewrite"):
         hook.enter(KEY)
@@ -274,7 +282,7 @@ def test_pending_modifications_are_refused(rds: Any) -> None:
     )
     rds.modify_db_instance(DBInstanceIdentifier="db1", DBParameterGroupName="next")
     with pytest.raises(Exception, match="pending-reboot"):
-        BulkModeHook(db_instance_identifier="db1").enter(KEY)
+        BulkModeHook(BulkModeTarget(db_instance_identifier="db1")).enter(KEY)
 
 
 # -- Aurora: cluster-level parameters in the DB cluster parameter group -------------------------
@@ -396,7 +404,8 @@ def test_cluster_round_trip_restores_every_original(rds: Any) -> None:
     make_cluster(rds, group_values={"autovacuum_naptime": "10"})
     before_cluster, before_writer = cluster_values(rds, "custom-cl"), values(rds, "w1-pg")
     hook = BulkModeHook(
-        db_instance_identifier="w1", db_cluster_identifier="cl1", settings=CLUSTER_SETTINGS
+        BulkModeTarget(db_instance_identifier="w1", db_cluster_identifier="cl1"),
+        settings=CLUSTER_SETTINGS,
     )
     spec = hook.enter(KEY)
     assert spec is not None
@@ -431,7 +440,7 @@ def test_cluster_only_bulk_mode_needs_no_instance(rds: Any) -> None:
     make_cluster(rds)
     before = cluster_values(rds, "custom-cl")
     hook = BulkModeHook(
-        db_cluster_identifier="cl1",
+        BulkModeTarget(db_cluster_identifier="cl1"),
         settings={**CLUSTER_SETTINGS, "maintenance_work_mem": None},
     )
     spec = hook.enter(KEY)
@@ -448,7 +457,8 @@ def test_default_cluster_group_is_refused_with_what_to_do(rds: Any) -> None:
     make_cluster(rds, group="default.aurora-postgresql15")
     before_writer = values(rds, "w1-pg")
     hook = BulkModeHook(
-        db_instance_identifier="w1", db_cluster_identifier="cl1", settings=CLUSTER_SETTINGS
+        BulkModeTarget(db_instance_identifier="w1", db_cluster_identifier="cl1"),
+        settings=CLUSTER_SETTINGS,
     )
     with pytest.raises(
         BulkModeRefusedError, match=r"default DB cluster parameter group.*copy-db-cluster"
@@ -464,7 +474,8 @@ def test_shared_cluster_group_is_refused(rds: Any) -> None:
     make_cluster(rds, "cl2", members=("w2",))
     before = cluster_values(rds, "custom-cl")
     hook = BulkModeHook(
-        db_cluster_identifier="cl1", settings={**CLUSTER_SETTINGS, "maintenance_work_mem": None}
+        BulkModeTarget(db_cluster_identifier="cl1"),
+        settings={**CLUSTER_SETTINGS, "maintenance_work_mem": None},
     )
     with pytest.raises(BulkModeRefusedError, match=r"shared with cluster\(s\) cl2"):
         hook.enter(KEY)
@@ -475,7 +486,7 @@ def test_shared_cluster_group_is_refused(rds: Any) -> None:
 def test_cluster_level_setting_without_db_cluster_identifier_is_refused(rds: Any) -> None:
     make_cluster(rds)
     before_cluster, before_writer = cluster_values(rds, "custom-cl"), values(rds, "w1-pg")
-    hook = BulkModeHook(db_instance_identifier="w1", settings=CLUSTER_SETTINGS)
+    hook = BulkModeHook(BulkModeTarget(db_instance_identifier="w1"), settings=CLUSTER_SETTINGS)
     with pytest.raises(
         BulkModeRefusedError,
         match=r"autovacuum_naptime, autovacuum_vacuum_cost_limit: cluster-level.*"
@@ -490,7 +501,7 @@ def test_cluster_level_setting_without_db_cluster_identifier_is_refused(rds: Any
 def test_instance_level_setting_without_instance_is_refused(rds: Any) -> None:
     make_cluster(rds)
     before = cluster_values(rds, "custom-cl")
-    hook = BulkModeHook(db_cluster_identifier="cl1", settings=CLUSTER_SETTINGS)
+    hook = BulkModeHook(BulkModeTarget(db_cluster_identifier="cl1"), settings=CLUSTER_SETTINGS)
     with pytest.raises(
         BulkModeRefusedError,
         match=r"maintenance_work_mem: instance-level.*db_instance_identifier='w1'",
@@ -504,7 +515,8 @@ def test_two_leases_on_the_cluster_group_restore_only_at_the_last_exit(rds: Any)
     make_cluster(rds)
     before = cluster_values(rds, "custom-cl")
     hook = BulkModeHook(
-        db_cluster_identifier="cl1", settings={**CLUSTER_SETTINGS, "maintenance_work_mem": None}
+        BulkModeTarget(db_cluster_identifier="cl1"),
+        settings={**CLUSTER_SETTINGS, "maintenance_work_mem": None},
     )
     other = LeaseKey.of("backfill", "public.orders", "2023-12-01")
     run(hook, hook.enter(KEY))
@@ -523,7 +535,7 @@ def test_expired_cluster_lease_is_restored_by_the_next_exit(rds: Any) -> None:
     before = cluster_values(rds, "custom-cl")
     clock = [1_000_000.0]
     hook = BulkModeHook(
-        db_cluster_identifier="cl1",
+        BulkModeTarget(db_cluster_identifier="cl1"),
         settings={**CLUSTER_SETTINGS, "maintenance_work_mem": None},
         clock=lambda: clock[0],
     )
@@ -542,9 +554,11 @@ def test_static_cluster_parameter_needs_the_reboot_policy(rds: Any) -> None:
     with pytest.raises(
         BulkModeRefusedError, match=r"autovacuum_max_workers on cluster cl1.*reboot"
     ):
-        BulkModeHook(db_cluster_identifier="cl1", settings=settings).enter(KEY)
+        BulkModeHook(BulkModeTarget(db_cluster_identifier="cl1"), settings=settings).enter(KEY)
     assert cluster_values(rds, "custom-cl") == before
-    hook = BulkModeHook(db_cluster_identifier="cl1", settings=settings, reboot_policy="allowed")
+    hook = BulkModeHook(
+        BulkModeTarget(db_cluster_identifier="cl1"), settings=settings, reboot_policy="allowed"
+    )
     spec = hook.enter(KEY)
     assert member_status(rds) == {"w1": "pending-reboot", "r1": "pending-reboot"}
     run(hook, spec)  # reboots every member waiting for the cluster group

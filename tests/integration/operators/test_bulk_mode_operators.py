@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from airflow_bulkload.operators import EnterBulkModeOperator, ExitBulkModeOperator
+from airflow_bulkload.operators import BulkModeTarget, EnterBulkModeOperator, ExitBulkModeOperator
 from tests.harness import MotoServer, TestDatabase, register_dag, unique_name
 from tests.integration.hooks.test_bulk_mode_server import (
     _bulk_shown,
@@ -46,7 +46,7 @@ def test_deferrable_swap_runs_its_trigger_reboots_and_resumes(
     before = values(rds, group)
     common: dict[str, Any] = {
         "table": "public.events",
-        "db_instance_identifier": ident,
+        "target": BulkModeTarget(db_instance_identifier=ident),
         "strategy": "swap",
         "reboot_policy": "allowed",
         "deferrable": True,
@@ -97,8 +97,12 @@ def test_teardown_restores_a_server_when_the_load_fails(
         schedule=None,
         start_date=datetime(2025, 1, 1),
     ) as dag:
-        enter = EnterBulkModeOperator(task_id="enter_bulk_mode", table="events", conn_id=db.conn_id)
-        exit_ = ExitBulkModeOperator(task_id="exit_bulk_mode", table="events", conn_id=db.conn_id)
+        enter = EnterBulkModeOperator(
+            task_id="enter_bulk_mode", table="events", target=BulkModeTarget(conn_id=db.conn_id)
+        )
+        exit_ = ExitBulkModeOperator(
+            task_id="exit_bulk_mode", table="events", target=BulkModeTarget(conn_id=db.conn_id)
+        )
 
         @task
         def load() -> None:
@@ -121,15 +125,15 @@ def test_a_chunk_load_renews_its_runs_lease(restore_globals: TestDatabase) -> No
     """The pipeline's load tasks renew the run's lease as they start (RenewBulkModeLease)."""
     from types import SimpleNamespace
 
-    from airflow_bulkload.bulk_mode_policy import LeaseKey
+    from airflow_bulkload.bulk_mode.policy import LeaseKey
     from airflow_bulkload.hooks.bulk_mode import BulkModeHook
     from airflow_bulkload.operators.bulk_mode import RenewBulkModeLease
 
     db = restore_globals
     context: Any = {"dag": SimpleNamespace(dag_id="nightly"), "logical_date": None, "run_id": "r1"}
-    hook = BulkModeHook(conn_id=db.conn_id)
+    hook = BulkModeHook(BulkModeTarget(conn_id=db.conn_id))
     key = LeaseKey.of("nightly", "public.events", "r1")
-    renew = RenewBulkModeLease(table="public.events", conn_id=db.conn_id)
+    renew = RenewBulkModeLease(table="public.events", target=BulkModeTarget(conn_id=db.conn_id))
 
     renew(context)  # holds no lease yet: logged, not raised
     hook.enter(key, ttl=60)
@@ -158,8 +162,7 @@ def test_deferrable_cluster_bulk_mode_waits_for_every_member_and_restores(
     before_cluster, before_writer = cluster_values(rds, group), values(rds, f"{writer}-pg")
     common: dict[str, Any] = {
         "table": "public.events",
-        "db_instance_identifier": writer,
-        "db_cluster_identifier": cluster,
+        "target": BulkModeTarget(db_instance_identifier=writer, db_cluster_identifier=cluster),
         "settings": {"autovacuum_naptime": "60"},
         "deferrable": True,
         "waiter_delay": 0,
@@ -194,3 +197,49 @@ def test_deferrable_cluster_bulk_mode_waits_for_every_member_and_restores(
     }
     assert cluster_values(rds, group) == before_cluster
     assert values(rds, f"{writer}-pg") == before_writer
+
+
+def test_a_target_templated_from_params_is_rendered_at_run_time(
+    airflow_db: Path, moto_server: MotoServer, rds_model: Any
+) -> None:
+    """A UI Param names the instance: the operators render the target before they validate."""
+    from airflow.sdk import DAG, task
+    from airflow.utils.state import DagRunState
+
+    rds = moto_server.client("rds")
+    ident = unique_name("db").replace("_", "-")
+    group = f"{ident}-pg"
+    make_instance(rds, ident, group=group)
+    before = values(rds, group)
+    target = BulkModeTarget(db_instance_identifier="{{ params.instance }}")
+    common: dict[str, Any] = {
+        "table": "public.events",
+        "target": target,
+        "reboot_policy": "{{ params.reboot_policy }}",
+        "waiter_delay": 0,
+        "waiter_max_attempts": 20,
+    }
+    seen: dict[str, Any] = {}
+
+    with DAG(
+        dag_id="bulkload_test_bulk_mode_templated_target",
+        schedule=None,
+        start_date=datetime(2025, 1, 1),
+        params={"instance": ident, "reboot_policy": "never"},
+    ) as dag:
+        enter = EnterBulkModeOperator(task_id="enter_bulk_mode", **common)
+        exit_ = ExitBulkModeOperator(task_id="exit_bulk_mode", **common)
+
+        @task
+        def load() -> None:
+            seen["mwm"] = values(rds, group)["maintenance_work_mem"]
+
+        enter.as_setup() >> load() >> exit_.as_teardown(setups=enter)
+
+    register_dag(dag)
+    run = dag.test(run_after=datetime(2025, 1, 2))
+
+    assert run.state == DagRunState.SUCCESS, _task_states(run)
+    assert seen == {"mwm": ("1048576", "user")}
+    assert values(rds, group) == before
+    assert target.db_instance_identifier == "{{ params.instance }}"  # rendered into a copy

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from airflow_bulkload.staging.manifest import FileFormat, Manifest, parse_s3_uri
+from airflow_bulkload.s3io import parse_s3_uri
+from airflow_bulkload.staging.manifest import FileFormat, Manifest
 from airflow_bulkload.staging.planning import STAGED_FORMAT
 from airflow_bulkload.staging.stager import (
     InsufficientTempSpaceError,

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_bulkload.exceptions import InvalidFileFormatError
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest, parse_s3_uri
+from airflow_bulkload.exceptions import BulkLoadError, InvalidFileFormatError
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest, read_manifest
 
 
 def test_file_format_defaults_per_format() -> None:
@@ -58,8 +58,45 @@ def test_manifest_round_trips_through_json() -> None:
     assert ChunkSpec.from_dict(chunk.to_dict() | {"ignored": 1}) == chunk
 
 
-def test_parse_s3_uri() -> None:
-    assert parse_s3_uri("s3://bucket/a/b.csv") == ("bucket", "a/b.csv")
-    assert parse_s3_uri("s3://bucket") == ("bucket", "")
-    with pytest.raises(ValueError):
-        parse_s3_uri("/local/file")
+class _Missing(Exception):
+    def __init__(self, code: str) -> None:
+        self.response = {"Error": {"Code": code}}
+
+
+class _Body:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self) -> bytes:
+        return self.data
+
+    def close(self) -> None:
+        pass
+
+
+class _S3:
+    """get_object of one stored object, or the error S3 gives."""
+
+    def __init__(self, data: bytes | None = None, code: str = "NoSuchKey") -> None:
+        self.data = data
+        self.code = code
+
+    def get_object(self, Bucket: str, Key: str) -> dict:
+        if self.data is None:
+            raise _Missing(self.code)
+        return {"Body": _Body(self.data)}
+
+
+def test_read_manifest_is_the_one_reader_missing_and_broken_are_absent_unless_required() -> None:
+    manifest = Manifest("fp", {}, None, [ChunkSpec("s3://b/p/chunk-00000.csv.gz", "x", rows=1)])
+    uri = "s3://b/p/manifest.json"
+    assert read_manifest(_S3(manifest.to_json().encode()), uri) == manifest
+    assert read_manifest(_S3(manifest.to_json().encode()), uri, required=True) == manifest
+    assert read_manifest(_S3(), uri) is None
+    assert read_manifest(_S3(b"{not json"), uri) is None
+    with pytest.raises(BulkLoadError, match="no manifest there"):
+        read_manifest(_S3(), uri, required=True)
+    with pytest.raises(BulkLoadError, match="not a readable manifest"):
+        read_manifest(_S3(b"{not json"), uri, required=True)
+    with pytest.raises(BulkLoadError, match="staging bucket 'b' does not exist"):
+        read_manifest(_S3(code="NoSuchBucket"), uri)

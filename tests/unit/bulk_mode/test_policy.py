@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from airflow_bulkload.bulk_mode_policy import (
+from airflow_bulkload.bulk_mode.policy import (
     Lease,
     LeaseKey,
     decode_tag_value,
@@ -18,7 +18,6 @@ from airflow_bulkload.bulk_mode_policy import (
     ttl_seconds,
 )
 from airflow_bulkload.exceptions import BulkModeRefusedError
-from airflow_bulkload.hooks.rds_bulk_mode import evaluate_instance
 
 
 def test_postgres_defaults_on_rds_are_in_parameter_units() -> None:
@@ -127,20 +126,6 @@ def test_maintenance_window_overlap(
     window: str, start: datetime, hours: int, expected: bool
 ) -> None:
     assert maintenance_window_overlaps(window, start, timedelta(hours=hours)) is expected
-
-
-def test_evaluate_instance() -> None:
-    def inst(status: str, group: str, apply: str) -> dict[str, object]:
-        return {
-            "DBInstanceStatus": status,
-            "DBParameterGroups": [{"DBParameterGroupName": group, "ParameterApplyStatus": apply}],
-        }
-
-    assert evaluate_instance(inst("available", "g", "in-sync"), "g") == "ready"
-    assert evaluate_instance(inst("available", "g", "pending-reboot"), "g") == "pending-reboot"
-    assert evaluate_instance(inst("available", "g", "applying"), "g") == "wait"
-    assert evaluate_instance(inst("rebooting", "g", "in-sync"), "g") == "wait"
-    assert evaluate_instance(inst("available", "other", "in-sync"), "g") == "wait"
 
 
 @pytest.mark.parametrize(

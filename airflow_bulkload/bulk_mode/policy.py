@@ -1,7 +1,7 @@
 """Pure rules of bulk mode: which settings, which are safe, leases and their expiry.
 
-No I/O here; the RDS and self-managed backends (``hooks/bulk_mode.py``, ``hooks/rds_bulk_mode.py``)
-apply these rules to a real instance or server.
+No I/O here; the RDS backend (:mod:`airflow_bulkload.bulk_mode.rds`) and the self-managed one
+(:mod:`airflow_bulkload.hooks.bulk_mode`) apply these rules to a real instance or server.
 """
 
 from __future__ import annotations
