@@ -32,7 +32,7 @@ from airflow_bulkload.advice.plan import (
     should_drop_indexes,
 )
 from airflow_bulkload.bulk_mode.policy import LeaseKey
-from airflow_bulkload.dialects.base import TableInfo
+from airflow_bulkload.catalog import TableInfo
 
 #: status of a saved table state: captured (nothing changed yet), objects dropped, put back
 STATUS_SAVED = "saved"

@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from airflow_bulkload.advice.evidence import Evidence
-from airflow_bulkload.dialects.base import ServerFacts, TableInfo
+from airflow_bulkload.catalog import ServerFacts, TableInfo
 from airflow_bulkload.staging.manifest import ChunkSpec, Manifest
 
 MB = 1_000_000

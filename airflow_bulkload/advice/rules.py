@@ -28,7 +28,7 @@ from airflow_bulkload.advice.plan import (
     optimal_parallelism,
 )
 from airflow_bulkload.advice.windows import window_overlap
-from airflow_bulkload.dialects.base import ColumnInfo, IndexInfo
+from airflow_bulkload.catalog import ColumnInfo, IndexInfo
 
 INFO, WARN, ERROR = Severity.INFO, Severity.WARN, Severity.ERROR
 

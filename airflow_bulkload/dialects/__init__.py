@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_bulkload.dialects.base import Dialect, TableInfo, TableRef
+from airflow_bulkload.dialects.base import Dialect
 
 
 def dialect_for(conn_type: str, *, state_schema: str | None = None) -> Dialect:
@@ -23,4 +23,4 @@ def dialect_for(conn_type: str, *, state_schema: str | None = None) -> Dialect:
     raise ValueError(f"no bulk-load dialect for connection type {conn_type!r} (postgres or mysql)")
 
 
-__all__ = ["Dialect", "TableInfo", "TableRef", "dialect_for"]
+__all__ = ["Dialect", "dialect_for"]

@@ -53,10 +53,9 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from airflow_bulkload.dialects.base import (
+from airflow_bulkload.catalog import (
     ColumnInfo,
     ConstraintInfo,
-    Dialect,
     IndexInfo,
     KeyProbe,
     LedgerEntry,
@@ -67,6 +66,7 @@ from airflow_bulkload.dialects.base import (
     TableRef,
     check_withdrawn,
 )
+from airflow_bulkload.dialects.base import Dialect
 from airflow_bulkload.exceptions import (
     BulkLoadError,
     BulkModeRefusedError,

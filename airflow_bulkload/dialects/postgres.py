@@ -41,10 +41,9 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
-from airflow_bulkload.dialects.base import (
+from airflow_bulkload.catalog import (
     ColumnInfo,
     ConstraintInfo,
-    Dialect,
     IndexInfo,
     KeyProbe,
     LedgerEntry,
@@ -55,6 +54,7 @@ from airflow_bulkload.dialects.base import (
     TableRef,
     check_withdrawn,
 )
+from airflow_bulkload.dialects.base import Dialect
 from airflow_bulkload.exceptions import (
     BulkLoadError,
     BulkModeRefusedError,

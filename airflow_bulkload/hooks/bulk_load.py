@@ -12,8 +12,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from airflow_bulkload.dialects import Dialect, dialect_for
-from airflow_bulkload.dialects.base import (
+from airflow_bulkload.catalog import (
     KeyProbe,
     LedgerEntry,
     LoadRecord,
@@ -21,6 +20,7 @@ from airflow_bulkload.dialects.base import (
     TableInfo,
     TableRef,
 )
+from airflow_bulkload.dialects import Dialect, dialect_for
 from airflow_bulkload.exceptions import (
     BulkLoadError,
     ChunkConflictError,

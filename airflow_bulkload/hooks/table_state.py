@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from airflow_bulkload.advice.plan import DEFAULT_PARALLELISM
-from airflow_bulkload.dialects.base import TableRef
+from airflow_bulkload.catalog import TableRef
 from airflow_bulkload.exceptions import (
     DuplicateKeyError,
     ForeignKeyViolationError,

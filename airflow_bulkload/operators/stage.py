@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_bulkload.dialects.base import probe_key_of
+from airflow_bulkload.catalog import probe_key_of
 from airflow_bulkload.operators.validation import validate_or_fail
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.planning import (

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from airflow_bulkload.dialects.base import (
+from airflow_bulkload.catalog import (
     ColumnInfo,
     ConstraintInfo,
     IndexInfo,

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_bulkload.advice import LoadOptions, PreflightInputs, Severity, evaluate
 from airflow_bulkload.advice.instance import read_instance
-from airflow_bulkload.dialects.base import ColumnInfo, IndexInfo, TableInfo, TableRef
+from airflow_bulkload.catalog import ColumnInfo, IndexInfo, TableInfo, TableRef
 
 ROLE = "arn:aws:iam::123456789012:role/s3-load"
 

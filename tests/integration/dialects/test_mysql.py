@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_bulkload.dialects.base import LedgerEntry, TableRef
+from airflow_bulkload.catalog import LedgerEntry, TableRef
 from airflow_bulkload.dialects.mysql import STATE_TABLES, MySqlDialect, chunk_lock_name
 from airflow_bulkload.exceptions import ChunkLoadError
 from airflow_bulkload.s3io import ChunkStream

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from airflow_bulkload.dialects.base import LedgerEntry, TableRef
+from airflow_bulkload.catalog import LedgerEntry, TableRef
 from airflow_bulkload.dialects.postgres import MIGRATIONS, PostgresDialect
 from airflow_bulkload.exceptions import TableNotFoundError
 from airflow_bulkload.staging.manifest import ChunkSpec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_bulkload.dialects.base import TableRef
+from airflow_bulkload.catalog import TableRef
 from airflow_bulkload.dialects.mysql import MySqlDialect, local_infile_sql
 from airflow_bulkload.exceptions import (
     ChunkConflictError,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_bulkload.advice import InputSummary, InstanceSummary, LoadOptions, PreflightInputs
-from airflow_bulkload.dialects.base import (
+from airflow_bulkload.catalog import (
     ColumnInfo,
     ConstraintInfo,
     IndexInfo,

@@ -13,7 +13,7 @@ from airflow_bulkload.advice.anti_patterns import (
     check_no_anti_patterns,
 )
 from airflow_bulkload.advice.models import Finding
-from airflow_bulkload.dialects.base import ServerFacts
+from airflow_bulkload.catalog import ServerFacts
 from tests.unit.advice.factories import GB, MB, inputs, instance, staged, table
 
 

@@ -9,7 +9,7 @@ import pytest
 from airflow_bulkload.advice import PreflightInputs, Severity, evaluate
 from airflow_bulkload.advice import evidence as ev
 from airflow_bulkload.advice.models import Finding
-from airflow_bulkload.dialects.base import ServerFacts
+from airflow_bulkload.catalog import ServerFacts
 from tests.unit.advice.factories import GB, MB, inputs, instance, staged, table
 
 

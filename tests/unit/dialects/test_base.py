@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_bulkload.dialects.base import TableRef, check_identifier
+from airflow_bulkload.catalog import TableRef, check_identifier
 from airflow_bulkload.exceptions import InvalidIdentifierError
 
 
@@ -41,7 +41,7 @@ def test_check_identifier_refuses_nul_and_overlong() -> None:
 
 
 def _info(primary_key: list[str], indexes: list[dict], not_null: set[str]) -> object:
-    from airflow_bulkload.dialects.base import ColumnInfo, IndexInfo, TableInfo
+    from airflow_bulkload.catalog import ColumnInfo, IndexInfo, TableInfo
 
     columns = [ColumnInfo(name=c, data_type="int", nullable=c not in not_null) for c in "abcd"]
     return TableInfo(
@@ -72,7 +72,7 @@ def _info(primary_key: list[str], indexes: list[dict], not_null: set[str]) -> ob
 def test_probe_key_is_the_primary_key_else_a_not_null_unique_index(
     primary_key: list[str], indexes: list[dict], not_null: set[str], expected: list[str]
 ) -> None:
-    from airflow_bulkload.dialects.base import probe_key_of
+    from airflow_bulkload.catalog import probe_key_of
 
     assert probe_key_of(_info(primary_key, indexes, not_null)) == expected  # type: ignore[arg-type]
 
@@ -82,7 +82,7 @@ def test_probe_key_is_the_primary_key_else_a_not_null_unique_index(
     [(10, True, False), (9, True, True), (11, True, True), (9, False, False), (11, False, True)],
 )
 def test_a_withdraw_must_match_the_ledger(deleted: int, exact: bool, refused: bool) -> None:
-    from airflow_bulkload.dialects.base import LedgerEntry, check_withdrawn
+    from airflow_bulkload.catalog import LedgerEntry, check_withdrawn
     from airflow_bulkload.exceptions import WithdrawMismatchError
 
     entry = LedgerEntry("s.t", "k/chunk-00000.csv.gz", "x", 10, 100, "dag/run")
@@ -95,7 +95,7 @@ def test_a_withdraw_must_match_the_ledger(deleted: int, exact: bool, refused: bo
 
 
 def test_key_probe_round_trips_through_json() -> None:
-    from airflow_bulkload.dialects.base import KeyProbe
+    from airflow_bulkload.catalog import KeyProbe
 
     probe = KeyProbe(["id", "day"], ["1", "2026-01-01"], ["9", "2026-01-02"])
     assert KeyProbe.from_json(probe.to_json()) == probe

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from airflow_bulkload.catalog import TableRef
 from airflow_bulkload.dialects import dialect_for
-from airflow_bulkload.dialects.base import TableRef
 from airflow_bulkload.dialects.mysql import (
     MySqlDialect,
     aurora_load_sql,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_bulkload.dialects.base import TableRef
+from airflow_bulkload.catalog import TableRef
 from airflow_bulkload.dialects.postgres import (
     PostgresDialect,
     chunk_lock_key,

@@ -1,0 +1,281 @@
+"""What every layer knows about tables, chunks and servers: engine-neutral data, no SQL.
+
+The dialects fill these in from the catalogs and state tables; the hooks, the operators, the
+table-state rules and the pre-flight advice read them. Nothing here imports the engine layer, so
+any layer may import this module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_bulkload.exceptions import InvalidIdentifierError
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """A table name split into its parts, unquoted. ``schema`` is the MySQL database on MySQL."""
+
+    name: str
+    schema: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> TableRef:
+        """Parse ``table``, ``schema.table`` or ``"quoted.part"."table"`` (double quotes or backticks).
+
+        Parsing only splits; the dialect validates and quotes each part.
+        """
+        parts = list(_split_qualified_name(text))
+        if len(parts) == 1:
+            return cls(name=parts[0])
+        if len(parts) == 2:
+            return cls(schema=parts[0], name=parts[1])
+        raise InvalidIdentifierError(
+            f"table name {text!r} must be 'table' or 'schema.table' (quote parts that hold a dot)"
+        )
+
+    def __str__(self) -> str:
+        return f"{self.schema}.{self.name}" if self.schema else self.name
+
+
+def _split_qualified_name(text: str) -> Iterator[str]:
+    if not isinstance(text, str) or not text:
+        raise InvalidIdentifierError(f"table name must be a non-empty string, got {text!r}")
+    i, n = 0, len(text)
+    while i < n:
+        if text[i] in '"`':
+            quote = text[i]
+            i += 1
+            part = []
+            while True:
+                if i >= n:
+                    raise InvalidIdentifierError(f"unterminated quoted identifier in {text!r}")
+                if text[i] == quote:
+                    if i + 1 < n and text[i + 1] == quote:
+                        part.append(quote)
+                        i += 2
+                        continue
+                    i += 1
+                    break
+                part.append(text[i])
+                i += 1
+            yield "".join(part)
+            if i < n:
+                if text[i] != ".":
+                    raise InvalidIdentifierError(f"expected '.' after quoted part in {text!r}")
+                i += 1
+                if i == n:
+                    raise InvalidIdentifierError(f"table name ends with '.': {text!r}")
+        else:
+            end = text.find(".", i)
+            if end == -1:
+                end = n
+            part_text = text[i:end]
+            if not part_text:
+                raise InvalidIdentifierError(f"empty part in table name {text!r}")
+            yield part_text
+            i = end + 1
+            if end < n and i == n:
+                raise InvalidIdentifierError(f"table name ends with '.': {text!r}")
+
+
+def check_identifier(name: str, *, max_length: int, what: str = "identifier") -> str:
+    """Refuse names no engine quotes safely; quoting itself is the dialect's job."""
+    if not isinstance(name, str) or not name:
+        raise InvalidIdentifierError(f"{what} must be a non-empty string, got {name!r}")
+    if "\0" in name:
+        raise InvalidIdentifierError(f"{what} {name!r} contains a NUL byte")
+    if len(name.encode("utf-8")) > max_length:
+        raise InvalidIdentifierError(f"{what} {name!r} is longer than {max_length} bytes")
+    return name
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    name: str
+    data_type: str
+    nullable: bool = True
+    default: str | None = None
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    """A secondary or primary index, with the DDL that recreates it exactly."""
+
+    name: str
+    definition: str
+    columns: list[str] = field(default_factory=list)
+    is_unique: bool = False
+    is_primary: bool = False
+    constraint_name: str | None = None  # set when the index backs a PK/UNIQUE constraint
+    method: str | None = None  # access method: btree, hash, gin, ... (engine's name)
+    predicate: str | None = None  # WHERE clause of a partial index
+    is_valid: bool = True  # False for an index left invalid by a failed concurrent build
+    comment: str | None = None  # COMMENT ON INDEX (PostgreSQL; MySQL keeps it in the key DDL)
+    constraint_comment: str | None = None  # COMMENT ON CONSTRAINT of the backed constraint
+
+
+@dataclass(frozen=True)
+class ConstraintInfo:
+    """A table constraint: ``kind`` is ``p`` primary, ``u`` unique, ``f`` foreign key, ``c`` check."""
+
+    name: str
+    kind: str
+    definition: str
+    table: TableRef | None = None  # the table the constraint is declared on (FKs into us differ)
+    columns: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """What introspection knows about a table; pre-flight advice and table preparation use it."""
+
+    table: TableRef
+    columns: list[ColumnInfo]
+    primary_key: list[str]
+    indexes: list[IndexInfo]
+    constraints: list[ConstraintInfo]
+    referencing_foreign_keys: list[ConstraintInfo]
+    triggers: list[str]
+    reloptions: dict[str, str]
+    estimated_rows: int
+    size_bytes: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def secondary_indexes(self) -> list[IndexInfo]:
+        return [ix for ix in self.indexes if not ix.is_primary]
+
+    @property
+    def foreign_keys(self) -> list[ConstraintInfo]:
+        return [c for c in self.constraints if c.kind == "f"]
+
+    def column_types(self) -> dict[str, str]:
+        return {c.name: c.data_type for c in self.columns}
+
+
+@dataclass(frozen=True)
+class KeyProbe:
+    """Two keys of a loaded chunk (its first and last record's), to look up in the table.
+
+    Both found: the chunk's rows are (still) there. Either missing: its rows were deleted, or the
+    table was emptied or re-created since the chunk loaded.
+    """
+
+    columns: list[str]
+    first: list[Any]
+    last: list[Any]
+
+    def to_json(self) -> str:
+        return json.dumps({"columns": self.columns, "first": self.first, "last": self.last})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> KeyProbe | None:
+        if not text:
+            return None
+        data = json.loads(text) if isinstance(text, str) else text
+        return cls(list(data["columns"]), list(data["first"]), list(data["last"]))
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """A chunk that was committed into a table.
+
+    ``probe`` (first and last key) and ``generation`` (the table's physical identity when the
+    chunk loaded, see :meth:`Dialect.table_generation`) let a later run check that the chunk's
+    rows are still in the table before skipping it: the ledger is a cache of the table, not its
+    truth.
+    """
+
+    table: str
+    chunk_key: str
+    checksum: str
+    rows: int
+    bytes: int
+    load_id: str
+    probe: KeyProbe | None = None
+    generation: str | None = None
+
+
+@dataclass(frozen=True)
+class LoadRecord:
+    """One staged input's load into a table (``staging_prefix`` names it), as the ledger's
+    companion: whether the table was empty when the load began, and whether its report
+    verified the rows in the table."""
+
+    table: str
+    staging_prefix: str
+    load_id: str
+    empty_before: bool
+    verified: bool = False
+
+
+def probe_key_of(info: TableInfo) -> list[str]:
+    """The columns that identify a row of the table: its primary key, else the first valid,
+    non-partial unique index over plain NOT NULL columns; ``[]`` when it has neither."""
+    if info.primary_key:
+        return list(info.primary_key)
+    not_null = {c.name for c in info.columns if not c.nullable}
+    for index in info.indexes:
+        if (
+            index.is_unique
+            and index.is_valid
+            and not index.predicate
+            and index.columns
+            and all(c in not_null for c in index.columns)
+        ):
+            return list(index.columns)
+    return []
+
+
+def check_withdrawn(
+    entry: LedgerEntry, uri: str, table: TableRef, deleted: int, *, exact: bool
+) -> None:
+    """Raise (so the withdrawing transaction rolls back) when a chunk's withdraw deleted rows it
+    cannot have inserted: more than the ledger says it loaded, or, with ``exact``, another count.
+    """
+    if deleted > entry.rows or (exact and deleted != entry.rows):
+        from airflow_bulkload.exceptions import WithdrawMismatchError
+
+        raise WithdrawMismatchError(
+            f"{uri}: taking this chunk back out of {table} would delete {deleted} rows, but the "
+            f"chunk ledger says it loaded {entry.rows} (load {entry.load_id}): rows of another "
+            "load share its keys, or rows changed since. Nothing was deleted; check the table by "
+            "hand before loading this input again"
+        )
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """Server settings pre-flight advice reads besides the table (``None``: could not be read).
+
+    ``s3_role`` is the role Aurora MySQL's ``LOAD DATA FROM S3`` uses
+    (``aurora_load_from_s3_role`` or ``aws_default_s3_role``), empty when unset.
+    """
+
+    engine: str
+    version: str = ""
+    local_infile: bool | None = None
+    aws_s3_installed: bool | None = None
+    aws_s3_available: bool | None = None
+    s3_role: str | None = None
+    innodb_doublewrite: bool | None = None
+    #: may the load's user run ``CHECKPOINT`` (PostgreSQL: superuser, pg_checkpoint, rds_superuser)
+    can_checkpoint: bool | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SavedSetting:
+    """A server setting bulk mode changed: what to put back, in which order.
+
+    ``original`` is engine-specific: PostgreSQL keeps the ``postgresql.auto.conf`` value (``None``:
+    not set there, restored with ``ALTER SYSTEM RESET``); MySQL keeps the global value.
+    """
+
+    name: str
+    original: str | None
+    position: int
