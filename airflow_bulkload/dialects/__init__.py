@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_bulkload.dialects.base import Dialect
+from airflow_bulkload.dialects.roles import Dialect
 
 
 def dialect_for(conn_type: str, *, state_schema: str | None = None) -> Dialect:

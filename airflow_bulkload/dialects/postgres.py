@@ -54,7 +54,7 @@ from airflow_bulkload.catalog import (
     TableRef,
     check_withdrawn,
 )
-from airflow_bulkload.dialects.base import Dialect
+from airflow_bulkload.dialects.roles import Dialect
 from airflow_bulkload.exceptions import (
     BulkLoadError,
     BulkModeRefusedError,

@@ -1,6 +1,8 @@
-"""The interface every engine implements; the data it speaks in lives in :mod:`airflow_bulkload.catalog`.
+"""The engine interface, by concern: six small roles, and :class:`Dialect`, their union.
 
-No SQL text lives here; each engine's SQL lives in its own module.
+Each engine implements every role (``dialects/postgres/``, ``dialects/mysql/``: one module per
+role) and composes them into one engine object, so callers keep a single dialect. The data the
+roles speak in lives in :mod:`airflow_bulkload.catalog`. No SQL text lives here.
 """
 
 from __future__ import annotations
@@ -24,23 +26,14 @@ if TYPE_CHECKING:
     from airflow_bulkload.s3io import ChunkStream
 
 
-class Dialect(abc.ABC):
-    """One engine's SQL. Methods take a DB-API connection from :class:`BulkLoadHook`.
-
-    Every method that changes data runs inside the caller's transaction (see :meth:`transaction`)
-    unless its docstring says it commits.
-    """
+class Session(abc.ABC):
+    """Names, transactions and the state schema: what the other roles run on."""
 
     name: ClassVar[str]
+
     #: the longest identifier the engine accepts, in bytes
     max_identifier_length: ClassVar[int]
-    #: the load methods this engine offers besides ``client``
-    server_side_methods: ClassVar[tuple[str, ...]] = ()
-    #: whether a load error's line counts physical lines (newlines inside quoted fields
-    #: included, as PostgreSQL's COPY does) rather than records (MySQL's rows)
-    load_errors_count_lines: ClassVar[bool] = False
 
-    # -- names --------------------------------------------------------------------------------
     def table_ref(self, table: str | TableRef) -> TableRef:
         """Parse and validate a table name (each part checked, nothing quoted yet)."""
         ref = table if isinstance(table, TableRef) else TableRef.parse(table)
@@ -53,7 +46,6 @@ class Dialect(abc.ABC):
     def qualified_name(self, conn: Any, table: TableRef) -> TableRef:
         """The table with its schema filled in (current schema/database when not given)."""
 
-    # -- transactions and state ---------------------------------------------------------------
     @abc.abstractmethod
     def transaction(self, conn: Any) -> AbstractContextManager[None]:
         """Run the block in one transaction: commit on success, roll back on any exception."""
@@ -65,7 +57,14 @@ class Dialect(abc.ABC):
         Commits its own work.
         """
 
-    # -- chunk ledger ---------------------------------------------------------------------------
+
+class Ledger(abc.ABC):
+    """The chunk ledger and the load records: which chunks are committed into a table.
+
+    Entries are checked against the table's own rows: the ledger is a cache of the table, not
+    its truth.
+    """
+
     @abc.abstractmethod
     def claim_chunk(self, conn: Any, table: TableRef, chunk: ChunkSpec) -> LedgerEntry | None:
         """Serialise loaders of this (table, chunk key) until the transaction ends, then return
@@ -108,7 +107,6 @@ class Dialect(abc.ABC):
     def set_chunk_generation(self, conn: Any, entry: LedgerEntry, generation: str) -> None:
         """Record that the entry's rows survived a rebuild of the table (new generation)."""
 
-    # -- the table as the truth -------------------------------------------------------------------
     @abc.abstractmethod
     def table_generation(self, conn: Any, table: TableRef) -> str | None:
         """The table's physical identity: changes when it is dropped and re-created, truncated or
@@ -122,20 +120,8 @@ class Dialect(abc.ABC):
         """For each key (values of ``columns``, as text), whether a row with it is in ``table``."""
 
     @abc.abstractmethod
-    def table_is_empty(self, conn: Any, table: TableRef) -> bool:
-        """Exactly, not from statistics: does ``table`` hold no row?"""
-
-    @abc.abstractmethod
-    def count_rows(self, conn: Any, table: TableRef) -> int:
-        """Exact ``count(*)`` of ``table``."""
-
-    @abc.abstractmethod
     def ledger_rows(self, conn: Any, table: TableRef) -> int:
         """The rows the chunk ledger says are in ``table``, over all its entries."""
-
-    @abc.abstractmethod
-    def empty_table(self, conn: Any, table: TableRef) -> None:
-        """``TRUNCATE`` the table (only ever a table that was empty before this load)."""
 
     @abc.abstractmethod
     def read_load_record(
@@ -151,7 +137,17 @@ class Dialect(abc.ABC):
     def delete_load_records(self, conn: Any, table: TableRef, prefix: str) -> None:
         """Delete the load records of ``table`` whose staging prefix starts with ``prefix``."""
 
-    # -- load slots -------------------------------------------------------------------------------
+
+class ChunkLoader(abc.ABC):
+    """Loading a chunk: session tuning, client stream, server-side pull, per-table load slots."""
+
+    name: ClassVar[str]  # the engine's, declared by its Session
+    #: the load methods this engine offers besides ``client``
+    server_side_methods: ClassVar[tuple[str, ...]] = ()
+    #: whether a load error's line counts physical lines (newlines inside quoted fields
+    #: included, as PostgreSQL's COPY does) rather than records (MySQL's rows)
+    load_errors_count_lines: ClassVar[bool] = False
+
     @abc.abstractmethod
     def try_acquire_load_slot(self, conn: Any, table: TableRef, slot: int) -> bool:
         """Take load slot ``slot`` of ``table`` for this session without waiting; ``False`` when
@@ -162,7 +158,6 @@ class Dialect(abc.ABC):
     def release_load_slot(self, conn: Any, table: TableRef, slot: int) -> None:
         """Give back a slot taken by :meth:`try_acquire_load_slot`."""
 
-    # -- loading ----------------------------------------------------------------------------------
     @abc.abstractmethod
     def tune_load_session(self, conn: Any) -> None:
         """Per-transaction/session settings for a fast, still-checked load."""
@@ -194,18 +189,54 @@ class Dialect(abc.ABC):
         """Have the server pull the chunk from S3 itself; returns rows loaded."""
         raise NotImplementedError(f"{self.name} has no server-side load method {method!r}")
 
-    # -- introspection ----------------------------------------------------------------------------
+
+class Catalog(abc.ABC):
+    """Reads of a table and its server, for table preparation and pre-flight advice.
+
+    The definition, the snapshot a load saves, exact row counts, the duplicate keys behind a
+    failed unique build, and the server facts pre-flight reads.
+    """
+
     @abc.abstractmethod
     def describe_table(self, conn: Any, table: TableRef) -> TableInfo:
         """Read the table's columns, keys, indexes (with DDL), constraints, triggers and size."""
 
-    # -- table preparation (prepare/finalize/restore) ---------------------------------------------
-    # Saved table state and per-table claims live in the state tables (ensure_state_schema).
-    # State methods run in the caller's transaction; DDL methods commit as the engine does.
     @abc.abstractmethod
     def table_snapshot(self, conn: Any, table: TableRef) -> dict[str, Any]:
         """The table's indexes, constraints, foreign keys (both ways) and reloptions as a saved
         state dict (see :mod:`airflow_bulkload.table_state`)."""
+
+    @abc.abstractmethod
+    def table_is_empty(self, conn: Any, table: TableRef) -> bool:
+        """Exactly, not from statistics: does ``table`` hold no row?"""
+
+    @abc.abstractmethod
+    def count_rows(self, conn: Any, table: TableRef) -> int:
+        """Exact ``count(*)`` of ``table``."""
+
+    @abc.abstractmethod
+    def duplicate_key_sample(
+        self, conn: Any, table: TableRef, index: dict[str, Any], exc: Exception, limit: int = 5
+    ) -> list[str] | None:
+        """When ``exc`` is a duplicate-key failure building ``index``, a sample of the offending
+        key values (possibly empty); ``None`` when ``exc`` is something else."""
+
+    @abc.abstractmethod
+    def server_facts(self, conn: Any) -> ServerFacts:
+        """Read the server settings pre-flight advice needs (version, ``local_infile``, the
+        ``aws_s3`` extension, the Aurora S3 role, doublewrite). Read-only; a setting the server
+        does not have or the user may not read is ``None``."""
+
+
+class TablePrep(abc.ABC):
+    """Preparing a table for a load and putting it back afterwards.
+
+    The per-table claim and saved state, autovacuum and reloptions, index, constraint and
+    foreign-key DDL, ANALYZE and CHECKPOINT.
+
+    Saved table state and per-table claims live in the state tables (ensure_state_schema). State
+    methods run in the caller's transaction; DDL methods commit as the engine does.
+    """
 
     @abc.abstractmethod
     def claim_table(self, conn: Any, table: TableRef, load_id: str, holder: str) -> str | None:
@@ -288,13 +319,6 @@ class Dialect(abc.ABC):
         """Re-add a saved foreign key."""
 
     @abc.abstractmethod
-    def duplicate_key_sample(
-        self, conn: Any, table: TableRef, index: dict[str, Any], exc: Exception, limit: int = 5
-    ) -> list[str] | None:
-        """When ``exc`` is a duplicate-key failure building ``index``, a sample of the offending
-        key values (possibly empty); ``None`` when ``exc`` is something else."""
-
-    @abc.abstractmethod
     def analyze(self, conn: Any, table: TableRef) -> None:
         """Refresh the planner statistics of the table."""
 
@@ -302,16 +326,17 @@ class Dialect(abc.ABC):
     def checkpoint(self, conn: Any) -> str:
         """Force a checkpoint where the engine has one; returns what was done."""
 
-    # -- pre-flight reads -------------------------------------------------------------------------
     @abc.abstractmethod
-    def server_facts(self, conn: Any) -> ServerFacts:
-        """Read the server settings pre-flight advice needs (version, ``local_infile``, the
-        ``aws_s3`` extension, the Aurora S3 role, doublewrite). Read-only; a setting the server
-        does not have or the user may not read is ``None``."""
+    def empty_table(self, conn: Any, table: TableRef) -> None:
+        """``TRUNCATE`` the table (only ever a table that was empty before this load)."""
 
-    # -- server settings and bulk-mode leases (self-managed servers) ------------------------------
-    # Bulk mode's server-wide settings and its lease/saved-settings tables (created by
-    # ensure_state_schema). Methods take an autocommit connection; each change is durable at once.
+
+class ServerSettings(abc.ABC):
+    """Bulk mode on a self-managed server: server-wide settings, leases, saved originals.
+
+    The lease and saved-settings tables are created by ensure_state_schema. Methods take an autocommit connection; each change is durable at once.
+    """
+
     @abc.abstractmethod
     def bulk_mode_lock(self, conn: Any) -> AbstractContextManager[None]:
         """Serialise bulk-mode enter/exit on this server for the block (a session lock the server
@@ -360,3 +385,12 @@ class Dialect(abc.ABC):
     @abc.abstractmethod
     def show_server_setting(self, conn: Any, name: str) -> str:
         """The server-wide value in effect now, as the server shows it."""
+
+
+class Dialect(Session, Ledger, ChunkLoader, Catalog, TablePrep, ServerSettings):
+    """One engine's SQL: every role at once.
+
+    Methods take a DB-API connection from :class:`~airflow_bulkload.hooks.bulk_load.BulkLoadHook`.
+    Every method that changes data runs inside the caller's transaction (see :meth:`transaction`)
+    unless its docstring says it commits.
+    """
