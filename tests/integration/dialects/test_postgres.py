@@ -11,7 +11,8 @@ import psycopg
 import pytest
 
 from airflow_bulkload.catalog import LedgerEntry, TableRef
-from airflow_bulkload.dialects.postgres import MIGRATIONS, PostgresDialect
+from airflow_bulkload.dialects.postgres import PostgresDialect
+from airflow_bulkload.dialects.postgres.migrations import MIGRATIONS
 from airflow_bulkload.exceptions import TableNotFoundError
 from airflow_bulkload.staging.manifest import ChunkSpec
 from tests.harness import TestDatabase

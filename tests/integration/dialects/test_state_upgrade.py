@@ -49,7 +49,7 @@ def test_an_old_mysql_ledger_gains_the_new_columns_and_keeps_its_rows(
 def test_a_postgres_state_schema_at_version_3_is_migrated(
     pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
 ) -> None:
-    from airflow_bulkload.dialects.postgres import MIGRATIONS
+    from airflow_bulkload.dialects.postgres.migrations import MIGRATIONS
 
     with closing(pg_db.connect()) as conn:
         conn.execute("CREATE SCHEMA bulkload")

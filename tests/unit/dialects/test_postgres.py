@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from airflow_bulkload.catalog import TableRef
-from airflow_bulkload.dialects.postgres import (
-    PostgresDialect,
-    chunk_lock_key,
+from airflow_bulkload.dialects.postgres import PostgresDialect
+from airflow_bulkload.dialects.postgres.errors import parse_copy_context
+from airflow_bulkload.dialects.postgres.ledger import chunk_lock_key
+from airflow_bulkload.dialects.postgres.load import (
     copy_from_stdin,
     copy_options,
-    parse_copy_context,
     parse_imported_rows,
 )
 from airflow_bulkload.exceptions import BulkLoadError

@@ -1,0 +1,246 @@
+"""The PostgreSQL chunk ledger and load records (the Ledger role).
+
+Claims under advisory locks, entries bound to the table's rows by a key probe and the table's
+generation, and withdrawing a chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from psycopg import sql
+
+from airflow_bulkload.catalog import KeyProbe, LedgerEntry, LoadRecord, TableRef, check_withdrawn
+from airflow_bulkload.dialects.postgres.migrations import _S
+from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
+from airflow_bulkload.s3io import ChunkStream
+from airflow_bulkload.staging.manifest import ChunkSpec
+
+_LEDGER_COLUMNS = sql.SQL(
+    "table_name, chunk_key, checksum, rows, bytes, load_id, probe, generation"
+)
+
+
+def _ledger_entry(row: Sequence[Any]) -> LedgerEntry:
+    probe = row[6]
+    return LedgerEntry(
+        table=row[0],
+        chunk_key=row[1],
+        checksum=row[2],
+        rows=int(row[3]),
+        bytes=int(row[4]),
+        load_id=row[5],
+        probe=KeyProbe(list(probe["columns"]), list(probe["first"]), list(probe["last"]))
+        if probe
+        else None,
+        generation=row[7],
+    )
+
+
+def chunk_lock_key(table: str, chunk_key: str) -> int:
+    """A stable signed 64-bit advisory-lock key for one (table, chunk key)."""
+    digest = hashlib.sha256(f"bulkload-chunk\0{table}\0{chunk_key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class PostgresLedger(PostgresSession):
+    """The chunk ledger (``bulkload.chunk_ledger``) and load records (``bulkload.loads``)."""
+
+    def claim_chunk(self, conn: Any, table: TableRef, chunk: ChunkSpec) -> LedgerEntry | None:
+        """Take a transaction-scoped advisory lock on (table, chunk key), then read the ledger.
+
+        A second loader of the same chunk blocks here until the first commits or rolls back,
+        then sees its ledger row (READ COMMITTED) or loads the chunk itself.
+        """
+        table_name = str(table)
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT pg_catalog.pg_advisory_xact_lock(%s)",
+                (chunk_lock_key(table_name, chunk.key),),
+            )
+            cur.execute(
+                sql.SQL(
+                    "SELECT {} FROM {}.chunk_ledger"
+                    " WHERE table_name = %s AND chunk_key = %s"
+                    " ORDER BY checksum = %s DESC, loaded_at DESC LIMIT 1"
+                ).format(_LEDGER_COLUMNS, _S),
+                (table_name, chunk.key, chunk.checksum),
+            )
+            row = cur.fetchone()
+        return _ledger_entry(row) if row is not None else None
+
+    def record_chunk(self, conn: Any, entry: LedgerEntry) -> None:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {}.chunk_ledger"
+                " (table_name, chunk_key, checksum, rows, bytes, load_id, probe, generation)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)"
+            ).format(_S),
+            (
+                entry.table,
+                entry.chunk_key,
+                entry.checksum,
+                entry.rows,
+                entry.bytes,
+                entry.load_id,
+                entry.probe.to_json() if entry.probe else None,
+                entry.generation,
+            ),
+        )
+
+    def ledger_entries(self, conn: Any, table: TableRef, key_prefix: str) -> list[LedgerEntry]:
+        with self._read(conn) as cur:
+            cur.execute(
+                sql.SQL(
+                    "SELECT {} FROM {}.chunk_ledger WHERE table_name = %s"
+                    " AND left(chunk_key, length(%s)) = %s ORDER BY chunk_key, loaded_at"
+                ).format(_LEDGER_COLUMNS, _S),
+                (str(table), key_prefix, key_prefix),
+            )
+            rows = cur.fetchall()
+        return [_ledger_entry(r) for r in rows]
+
+    def forget_chunk(self, conn: Any, entry: LedgerEntry) -> None:
+        conn.execute(
+            sql.SQL(
+                "DELETE FROM {}.chunk_ledger"
+                " WHERE table_name = %s AND chunk_key = %s AND checksum = %s"
+            ).format(_S),
+            (entry.table, entry.chunk_key, entry.checksum),
+        )
+
+    def set_chunk_generation(self, conn: Any, entry: LedgerEntry, generation: str) -> None:
+        conn.execute(
+            sql.SQL(
+                "UPDATE {}.chunk_ledger SET generation = %s"
+                " WHERE table_name = %s AND chunk_key = %s AND checksum = %s"
+            ).format(_S),
+            (generation, entry.table, entry.chunk_key, entry.checksum),
+        )
+
+    def table_generation(self, conn: Any, table: TableRef) -> str | None:
+        """``oid:filenode``; a partitioned table's leaves' filenodes, in oid order."""
+        with self._read(conn) as cur:
+            cur.execute(
+                "SELECT c.oid::text || ':' || CASE WHEN c.relkind = 'p' THEN coalesce(("
+                "  SELECT string_agg(pg_catalog.pg_relation_filenode(t.relid)::text, ','"
+                "   ORDER BY t.relid) FROM pg_catalog.pg_partition_tree(c.oid) t"
+                "  WHERE t.isleaf), '')"
+                " ELSE coalesce(pg_catalog.pg_relation_filenode(c.oid)::text, '') END"
+                " FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass(%s)",
+                (table_identifier(table).as_string(conn),),
+            )
+            row = cur.fetchone()
+        return str(row[0]) if row and row[0] is not None else None
+
+    def keys_present(
+        self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
+    ) -> list[bool]:
+        if not keys:
+            return []
+        match = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(sql.Identifier(c)) for c in columns)
+        probe = sql.SQL("EXISTS (SELECT 1 FROM {} WHERE {})").format(table_identifier(table), match)
+        with self._read(conn) as cur:
+            cur.execute(
+                sql.SQL("SELECT {}").format(sql.SQL(", ").join([probe] * len(keys))),
+                [None if v is None else str(v) for key in keys for v in key],
+            )
+            row = cur.fetchone()
+        return [bool(v) for v in (row or [])]
+
+    def ledger_rows(self, conn: Any, table: TableRef) -> int:
+        with self._read(conn) as cur:
+            cur.execute(
+                sql.SQL(
+                    "SELECT coalesce(sum(rows), 0) FROM {}.chunk_ledger WHERE table_name = %s"
+                ).format(_S),
+                (str(table),),
+            )
+            row = cur.fetchone()
+        return int(row[0]) if row else 0
+
+    def read_load_record(
+        self, conn: Any, table: TableRef, staging_prefix: str
+    ) -> LoadRecord | None:
+        with self._read(conn) as cur:
+            cur.execute(
+                sql.SQL(
+                    "SELECT load_id, empty_before, verified FROM {}.loads"
+                    " WHERE table_name = %s AND staging_prefix = %s"
+                ).format(_S),
+                (str(table), staging_prefix),
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        return LoadRecord(str(table), staging_prefix, row[0], bool(row[1]), bool(row[2]))
+
+    def write_load_record(self, conn: Any, record: LoadRecord) -> None:
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {}.loads (table_name, staging_prefix, load_id, empty_before, verified)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (table_name, staging_prefix) DO UPDATE"
+                " SET load_id = EXCLUDED.load_id, empty_before = EXCLUDED.empty_before,"
+                " verified = EXCLUDED.verified, updated_at = now()"
+            ).format(_S),
+            (
+                record.table,
+                record.staging_prefix,
+                record.load_id,
+                record.empty_before,
+                record.verified,
+            ),
+        )
+
+    def delete_load_records(self, conn: Any, table: TableRef, prefix: str) -> None:
+        conn.execute(
+            sql.SQL(
+                "DELETE FROM {}.loads WHERE table_name = %s"
+                " AND left(staging_prefix, length(%s)) = %s"
+            ).format(_S),
+            (str(table), prefix, prefix),
+        )
+
+    def withdraw_chunk(
+        self,
+        conn: Any,
+        table: TableRef,
+        entry: LedgerEntry,
+        chunk: ChunkSpec,
+        key_columns: list[str],
+        stream: ChunkStream,
+        *,
+        exact: bool = True,
+    ) -> int:
+        """COPY the chunk into a temporary table (dropped at commit), delete the rows whose key
+        matches, and the ledger entry; under the chunk's claim, so no loader races it. A delete
+        that does not match the ledger's row count rolls back (see the interface)."""
+        info = self.describe_table(conn, table)
+        generated = set(info.extra.get("generated_columns", []))
+        columns = chunk.columns or [c.name for c in info.columns if c.name not in generated]
+        scratch = TableRef(name="bulkload_withdrawn_rows", schema="pg_temp")
+        match = sql.SQL(" AND ").join(
+            sql.SQL("t.{c} = w.{c}").format(c=sql.Identifier(c)) for c in key_columns
+        )
+        with self.transaction(conn):
+            self.claim_chunk(conn, table, chunk)
+            conn.execute(
+                sql.SQL(
+                    "CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA"
+                ).format(
+                    sql.Identifier(scratch.name),
+                    sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+                    table_identifier(table),
+                )
+            )
+            self.load_stream(conn, scratch, columns, chunk.format, stream, chunk.uri)
+            deleted = conn.execute(
+                sql.SQL("DELETE FROM {} AS t USING {} AS w WHERE {}").format(
+                    table_identifier(table), table_identifier(scratch), match
+                )
+            ).rowcount
+            check_withdrawn(entry, chunk.uri, table, int(deleted), exact=exact)
+            self.forget_chunk(conn, entry)
+        return int(deleted)
