@@ -13,7 +13,8 @@ from pathlib import Path
 from psycopg import sql
 
 from airflow_bulkload.catalog import TableRef
-from airflow_bulkload.dialects.mysql import local_infile_sql, quote_identifier
+from airflow_bulkload.dialects.mysql.load_sql import local_infile_sql
+from airflow_bulkload.dialects.mysql.quoting import quote_identifier
 from airflow_bulkload.dialects.postgres.load import copy_from_stdin
 from airflow_bulkload.staging.manifest import FileFormat
 from benchmarks.datasets import Dataset

@@ -13,7 +13,7 @@ from airflow_bulkload.catalog import (
     TableInfo,
     TableRef,
 )
-from airflow_bulkload.dialects.mysql import parse_foreign_key_lines
+from airflow_bulkload.dialects.mysql.ddl import parse_foreign_key_lines
 from airflow_bulkload.table_state import (
     DropDecision,
     compare_snapshots,

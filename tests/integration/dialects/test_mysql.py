@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from airflow_bulkload.catalog import LedgerEntry, TableRef
-from airflow_bulkload.dialects.mysql import STATE_TABLES, MySqlDialect, chunk_lock_name
+from airflow_bulkload.dialects.mysql import MySqlDialect
+from airflow_bulkload.dialects.mysql.ledger import chunk_lock_name
+from airflow_bulkload.dialects.mysql.state import STATE_TABLES
 from airflow_bulkload.exceptions import ChunkLoadError
 from airflow_bulkload.s3io import ChunkStream
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_bulkload.catalog import TableRef
-from airflow_bulkload.dialects.mysql import MySqlDialect, local_infile_sql
+from airflow_bulkload.dialects.mysql import MySqlDialect
+from airflow_bulkload.dialects.mysql.load_sql import local_infile_sql
 from airflow_bulkload.exceptions import (
     ChunkConflictError,
     ChunkLoadError,

@@ -8,19 +8,20 @@ import pytest
 
 from airflow_bulkload.catalog import TableRef
 from airflow_bulkload.dialects import dialect_for
-from airflow_bulkload.dialects.mysql import (
-    MySqlDialect,
+from airflow_bulkload.dialects.mysql import MySqlDialect
+from airflow_bulkload.dialects.mysql.ddl import parse_key_lines
+from airflow_bulkload.dialects.mysql.errors import parse_warning, warnings_error
+from airflow_bulkload.dialects.mysql.ledger import chunk_lock_name
+from airflow_bulkload.dialects.mysql.load_sql import (
     aurora_load_sql,
     aurora_manifest_json,
-    bytes_literal,
-    chunk_lock_name,
     local_infile_sql,
+)
+from airflow_bulkload.dialects.mysql.quoting import (
+    bytes_literal,
     mysql_charset,
-    parse_key_lines,
-    parse_warning,
     quote_identifier,
     string_literal,
-    warnings_error,
 )
 from airflow_bulkload.exceptions import (
     ChunkLoadError,
@@ -263,7 +264,7 @@ def test_dialect_for_mysql_takes_a_state_database() -> None:
 
 
 def test_staged_null_marker_loads_straight_into_columns() -> None:
-    from airflow_bulkload.dialects.mysql import load_columns_sql
+    from airflow_bulkload.dialects.mysql.load_sql import load_columns_sql
     from airflow_bulkload.staging import STAGED_FORMAT
 
     cols = load_columns_sql(["id", "note"], FileFormat.from_dict(STAGED_FORMAT))

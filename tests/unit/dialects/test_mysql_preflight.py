@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_bulkload.dialects.mysql import server_facts_from_variables
+from airflow_bulkload.dialects.mysql.catalog import server_facts_from_variables
 
 
 def test_plain_mysql_has_no_s3_role_variables() -> None:

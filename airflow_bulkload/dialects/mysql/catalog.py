@@ -1,0 +1,371 @@
+"""MySQL catalog reads (the Catalog role).
+
+A table's definition with the server's own key DDL, its saved-state snapshot, row counts, duplicate
+keys, and the server facts pre-flight reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_bulkload.catalog import (
+    ColumnInfo,
+    ConstraintInfo,
+    IndexInfo,
+    ServerFacts,
+    TableInfo,
+    TableRef,
+)
+from airflow_bulkload.dialects.mysql.ddl import (
+    foreign_key_sql,
+    parse_foreign_key_lines,
+    parse_key_lines,
+)
+from airflow_bulkload.dialects.mysql.quoting import quote_identifier, quote_table
+from airflow_bulkload.dialects.mysql.session import MySqlSession, _cursor, _dict_rows, _scalar
+from airflow_bulkload.exceptions import BulkLoadError, InvalidIdentifierError
+from airflow_bulkload.table_state import snapshot_from_info
+
+
+class MySqlCatalog(MySqlSession):
+    """Reads of ``information_schema`` and ``SHOW CREATE TABLE``, and of the server's variables."""
+
+    def describe_table(self, conn: Any, table: TableRef) -> TableInfo:
+        """Columns, keys, indexes with exact DDL, foreign keys both ways, triggers and size.
+
+        Index definitions are the server's own key lines from ``SHOW CREATE TABLE`` (exact:
+        prefix lengths, column order and direction, FULLTEXT/SPATIAL, parsers, comments,
+        ``/*!80000 INVISIBLE */`` on MySQL 8, ``IGNORED`` on MariaDB) turned into
+        ``ALTER TABLE ... ADD ...``. Foreign keys are rebuilt from information_schema with both
+        tables fully qualified, so their DDL means the same from any current database.
+        """
+        if table.schema is None:
+            raise InvalidIdentifierError("describe_table needs a qualified name")
+        qt = quote_table(table)
+        with _cursor(conn) as cur:
+            cur.execute(
+                "SELECT ENGINE, TABLE_ROWS, DATA_LENGTH, INDEX_LENGTH, AUTO_INCREMENT, "
+                "ROW_FORMAT, TABLE_COLLATION, CREATE_OPTIONS, TABLE_COMMENT "
+                "FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                (table.schema, table.name),
+            )
+            meta = cur.fetchone()
+            if meta is None:
+                raise BulkLoadError(f"table {table} does not exist")
+            cur.execute(
+                "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, EXTRA "
+                "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
+                "ORDER BY ORDINAL_POSITION",
+                (table.schema, table.name),
+            )
+            column_rows = cur.fetchall()
+            columns = [
+                ColumnInfo(str(n), str(t), nullable == "YES", None if d is None else str(d))
+                for n, t, nullable, d, _extra in column_rows
+            ]
+            filled_by_server = {
+                "identity_columns": [
+                    str(r[0]) for r in column_rows if "auto_increment" in str(r[4] or "").lower()
+                ],
+                "generated_columns": [
+                    str(r[0]) for r in column_rows if "generated" in str(r[4] or "").lower()
+                ],
+            }
+            cur.execute("SHOW CREATE TABLE " + qt)
+            create_sql = str(cur.fetchone()[1])
+            statistics = _dict_rows(
+                cur,
+                "SELECT * FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_NAME = %s ORDER BY INDEX_NAME, SEQ_IN_INDEX",
+                (table.schema, table.name),
+            )
+            outgoing = self._foreign_keys(
+                cur, "kcu.TABLE_SCHEMA = %s AND kcu.TABLE_NAME = %s", table
+            )
+            incoming = self._foreign_keys(
+                cur,
+                "kcu.REFERENCED_TABLE_SCHEMA = %s AND kcu.REFERENCED_TABLE_NAME = %s",
+                table,
+            )
+            triggers = _dict_rows(
+                cur,
+                "SELECT TRIGGER_NAME, ACTION_TIMING, EVENT_MANIPULATION, ACTION_ORDER "
+                "FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = %s "
+                "AND EVENT_OBJECT_TABLE = %s ORDER BY ACTION_TIMING, EVENT_MANIPULATION, "
+                "ACTION_ORDER",
+                (table.schema, table.name),
+            )
+            checks = self._check_constraints(cur, table)
+
+        key_lines = parse_key_lines(create_sql)
+        index_columns: dict[str, list[str]] = {}
+        index_unique: dict[str, bool] = {}
+        for stat in statistics:
+            index_name = str(stat["INDEX_NAME"])
+            column = stat.get("COLUMN_NAME") or stat.get("EXPRESSION")
+            index_columns.setdefault(index_name, []).append(str(column))
+            index_unique[index_name] = int(stat["NON_UNIQUE"]) == 0
+        indexes: list[IndexInfo] = []
+        constraints: list[ConstraintInfo] = []
+        for index_name, line in key_lines.items():
+            is_primary = index_name == "PRIMARY"
+            is_unique = is_primary or index_unique.get(index_name, False)
+            definition = f"ALTER TABLE {qt} ADD {line}"
+            indexes.append(
+                IndexInfo(
+                    name=index_name,
+                    definition=definition,
+                    columns=index_columns.get(index_name, []),
+                    is_unique=is_unique,
+                    is_primary=is_primary,
+                    constraint_name=index_name if is_unique else None,
+                )
+            )
+            if is_unique:
+                constraints.append(
+                    ConstraintInfo(
+                        index_name,
+                        "p" if is_primary else "u",
+                        definition,
+                        table,
+                        index_columns.get(index_name, []),
+                    )
+                )
+        constraints.extend(outgoing)
+        constraints.extend(checks)
+        data_length = int(meta[2] or 0)
+        index_length = int(meta[3] or 0)
+        return TableInfo(
+            table=table,
+            columns=columns,
+            primary_key=index_columns.get("PRIMARY", []) if "PRIMARY" in key_lines else [],
+            indexes=indexes,
+            constraints=constraints,
+            referencing_foreign_keys=incoming,
+            triggers=[str(t["TRIGGER_NAME"]) for t in triggers],
+            reloptions={},
+            estimated_rows=int(meta[1] or 0),
+            size_bytes=data_length + index_length,
+            extra={
+                **filled_by_server,
+                "engine": meta[0],
+                "data_length": data_length,
+                "index_length": index_length,
+                "auto_increment": meta[4],
+                "row_format": meta[5],
+                "collation": meta[6],
+                "create_options": meta[7],
+                "comment": meta[8],
+                "triggers": [
+                    {
+                        "name": str(t["TRIGGER_NAME"]),
+                        "timing": str(t["ACTION_TIMING"]),
+                        "event": str(t["EVENT_MANIPULATION"]),
+                    }
+                    for t in triggers
+                ],
+                "create_table": create_sql,
+            },
+        )
+
+    def _foreign_keys(self, cur: Any, where: str, table: TableRef) -> list[ConstraintInfo]:
+        rows = _dict_rows(
+            cur,
+            "SELECT kcu.CONSTRAINT_NAME, kcu.TABLE_SCHEMA, kcu.TABLE_NAME, kcu.COLUMN_NAME, "  # noqa: S608 (fixed text)
+            "kcu.REFERENCED_TABLE_SCHEMA, kcu.REFERENCED_TABLE_NAME, kcu.REFERENCED_COLUMN_NAME, "
+            "rc.UPDATE_RULE, rc.DELETE_RULE "
+            "FROM information_schema.KEY_COLUMN_USAGE kcu "
+            "JOIN information_schema.REFERENTIAL_CONSTRAINTS rc "
+            "ON rc.CONSTRAINT_SCHEMA = kcu.CONSTRAINT_SCHEMA "
+            "AND rc.CONSTRAINT_NAME = kcu.CONSTRAINT_NAME AND rc.TABLE_NAME = kcu.TABLE_NAME "
+            f"WHERE {where} AND kcu.REFERENCED_TABLE_NAME IS NOT NULL "
+            "ORDER BY kcu.TABLE_SCHEMA, kcu.TABLE_NAME, kcu.CONSTRAINT_NAME, kcu.ORDINAL_POSITION",
+            (table.schema, table.name),
+        )
+        grouped: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for row in rows:
+            key = (str(row["TABLE_SCHEMA"]), str(row["TABLE_NAME"]), str(row["CONSTRAINT_NAME"]))
+            grouped.setdefault(key, []).append(row)
+        result = []
+        for (schema, name, constraint), parts in grouped.items():
+            owner = TableRef(name=name, schema=schema)
+            first = parts[0]
+            referenced = TableRef(
+                name=str(first["REFERENCED_TABLE_NAME"]),
+                schema=str(first["REFERENCED_TABLE_SCHEMA"]),
+            )
+            cols = [str(p["COLUMN_NAME"]) for p in parts]
+            ref_cols = [str(p["REFERENCED_COLUMN_NAME"]) for p in parts]
+            result.append(
+                ConstraintInfo(
+                    name=constraint,
+                    kind="f",
+                    definition=foreign_key_sql(
+                        owner,
+                        constraint,
+                        cols,
+                        referenced,
+                        ref_cols,
+                        on_delete=str(first["DELETE_RULE"]),
+                        on_update=str(first["UPDATE_RULE"]),
+                    ),
+                    table=owner,
+                    columns=cols,
+                )
+            )
+        return result
+
+    def _check_constraints(self, cur: Any, table: TableRef) -> list[ConstraintInfo]:
+        """Table CHECK constraints (MySQL 8.0.16+, MariaDB 10.2+; MariaDB also lists column
+        checks, which live in the column definition and are skipped here)."""
+        try:
+            rows = _dict_rows(
+                cur,
+                "SELECT tc.CONSTRAINT_NAME, cc.CHECK_CLAUSE, tc.CONSTRAINT_TYPE "
+                "FROM information_schema.TABLE_CONSTRAINTS tc "
+                "JOIN information_schema.CHECK_CONSTRAINTS cc "
+                "ON cc.CONSTRAINT_SCHEMA = tc.CONSTRAINT_SCHEMA "
+                "AND cc.CONSTRAINT_NAME = tc.CONSTRAINT_NAME "
+                "WHERE tc.TABLE_SCHEMA = %s AND tc.TABLE_NAME = %s "
+                "AND tc.CONSTRAINT_TYPE = 'CHECK' ORDER BY tc.CONSTRAINT_NAME",
+                (table.schema, table.name),
+            )
+        except Exception:  # servers without CHECK_CONSTRAINTS
+            return []
+        qt = quote_table(table)
+        return [
+            ConstraintInfo(
+                name=str(r["CONSTRAINT_NAME"]),
+                kind="c",
+                definition=f"ALTER TABLE {qt} ADD CONSTRAINT "
+                f"{quote_identifier(str(r['CONSTRAINT_NAME']), 'constraint name')} "
+                f"CHECK ({r['CHECK_CLAUSE']})",
+                table=table,
+            )
+            for r in rows
+        ]
+
+    def table_snapshot(self, conn: Any, table: TableRef) -> dict[str, Any]:
+        """:meth:`describe_table` as a saved state. InnoDB needs an index whose leading columns
+        are a foreign key's columns (on both tables of the key): those are marked ``needed_by_fk``."""
+        conn.commit()  # a fresh view of the data dictionary after DDL in this session
+        info = self.describe_table(conn, table)
+        with _cursor(conn) as cur:
+            cur.execute(
+                "SELECT CONSTRAINT_SCHEMA, TABLE_NAME, CONSTRAINT_NAME, REFERENCED_COLUMN_NAME "
+                "FROM information_schema.KEY_COLUMN_USAGE WHERE REFERENCED_TABLE_SCHEMA = %s "
+                "AND REFERENCED_TABLE_NAME = %s ORDER BY CONSTRAINT_SCHEMA, TABLE_NAME, "
+                "CONSTRAINT_NAME, POSITION_IN_UNIQUE_CONSTRAINT",
+                (table.schema, table.name),
+            )
+            referenced: dict[tuple[str, str, str], list[str]] = {}
+            for schema, name, constraint, column in cur.fetchall():
+                referenced.setdefault((schema, name, constraint), []).append(str(column))
+        conn.commit()
+        key_columns = [fk.columns for fk in info.foreign_keys] + list(referenced.values())
+        needed = [
+            ix.name
+            for ix in info.indexes
+            if any(cols and ix.columns[: len(cols)] == cols for cols in key_columns)
+        ]
+        snapshot = snapshot_from_info(self.name, info, needed_by_fk=needed)
+        # Foreign keys as the server prints them: information_schema cannot tell an explicit
+        # RESTRICT from the default (MariaDB shows both as RESTRICT and then NO ACTION once
+        # re-added), the CONSTRAINT line of SHOW CREATE TABLE can.
+        lines: dict[tuple[str, str], dict[str, str]] = {}
+        with _cursor(conn) as cur:
+            for fk in snapshot["foreign_keys"]:
+                owner = TableRef(name=fk["table"], schema=fk["schema"])
+                key = (str(owner.schema), owner.name)
+                if key not in lines:
+                    cur.execute("SHOW CREATE TABLE " + quote_table(owner))
+                    lines[key] = parse_foreign_key_lines(str(cur.fetchone()[1]))
+                line = lines[key].get(fk["name"])
+                if line is not None:
+                    fk["definition"] = f"ALTER TABLE {quote_table(owner)} ADD {line}"
+        conn.commit()
+        return snapshot
+
+    def table_is_empty(self, conn: Any, table: TableRef) -> bool:
+        return not _scalar(conn, f"SELECT EXISTS (SELECT 1 FROM {quote_table(table)})")  # noqa: S608 (quoted)
+
+    def count_rows(self, conn: Any, table: TableRef) -> int:
+        return int(_scalar(conn, f"SELECT COUNT(*) FROM {quote_table(table)}") or 0)  # noqa: S608 (quoted)
+
+    def duplicate_key_sample(
+        self, conn: Any, table: TableRef, index: dict[str, Any], exc: Exception, limit: int = 5
+    ) -> list[str] | None:
+        args = getattr(exc, "args", ())
+        if not (args and args[0] == 1062):
+            return None
+        sample = [str(args[1])] if len(args) > 1 else []
+        columns = [c for c in index.get("columns") or [] if c]
+        if columns:
+            cols = ", ".join(quote_identifier(c, "column name") for c in columns)
+            with _cursor(conn) as cur:
+                cur.execute(
+                    f"SELECT {cols}, COUNT(*) FROM {quote_table(table)} "  # noqa: S608 (quoted)
+                    f"GROUP BY {cols} HAVING COUNT(*) > 1 LIMIT {int(limit)}"
+                )
+                rows = cur.fetchall()
+            conn.commit()
+            sample += [
+                f"({', '.join(columns)})=({', '.join(map(str, r[:-1]))}) x{r[-1]}" for r in rows
+            ]
+        return sample
+
+    def server_facts(self, conn: Any) -> ServerFacts:
+        """Version, ``local_infile``, doublewrite and, on Aurora MySQL, the role ``LOAD DATA FROM
+        S3`` uses (``None`` when the server has no such variables, i.e. is not Aurora)."""
+        placeholders = ", ".join(["%s"] * len(PREFLIGHT_VARIABLES))
+        with _cursor(conn) as cur:
+            cur.execute("SELECT VERSION()")
+            version = str(cur.fetchone()[0])
+            cur.execute(
+                f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({placeholders})",
+                PREFLIGHT_VARIABLES,
+            )
+            variables = {str(name).lower(): str(value) for name, value in cur.fetchall()}
+        return server_facts_from_variables(version, variables, engine=self.name)
+
+
+#: the global variables pre-flight advice reads; the Aurora ones exist only on Aurora MySQL
+PREFLIGHT_VARIABLES = (
+    "local_infile",
+    "innodb_doublewrite",
+    "aurora_load_from_s3_role",
+    "aws_default_s3_role",
+    "aurora_version",
+)
+
+_TRUE = ("on", "1", "true", "detect_and_recover")
+
+# DETECT_ONLY (MySQL 8.0.30+) writes only metadata to the doublewrite buffer: no page recovery
+_FALSE = ("off", "0", "false", "detect_only")
+
+
+def _flag(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    lowered = value.strip().lower()
+    return True if lowered in _TRUE else False if lowered in _FALSE else None
+
+
+def server_facts_from_variables(
+    version: str, variables: dict[str, str], *, engine: str = "mysql"
+) -> ServerFacts:
+    """Interpret ``SHOW GLOBAL VARIABLES`` values (names lower-cased) for pre-flight advice."""
+    s3_role: str | None = None
+    if "aurora_load_from_s3_role" in variables or "aws_default_s3_role" in variables:
+        s3_role = (
+            variables.get("aurora_load_from_s3_role") or variables.get("aws_default_s3_role") or ""
+        )
+    extra = {"aurora_version": variables["aurora_version"]} if "aurora_version" in variables else {}
+    return ServerFacts(
+        engine=engine,
+        version=version,
+        local_infile=_flag(variables.get("local_infile")),
+        s3_role=s3_role,
+        innodb_doublewrite=_flag(variables.get("innodb_doublewrite")),
+        extra=extra,
+    )

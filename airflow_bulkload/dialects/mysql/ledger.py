@@ -1,0 +1,280 @@
+"""The MySQL chunk ledger and load records (the Ledger role).
+
+Claims under named locks (``GET_LOCK``), entries bound to the table's rows by a key probe and
+InnoDB's table id, and withdrawing a chunk through a scratch table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_bulkload.catalog import KeyProbe, LedgerEntry, LoadRecord, TableRef, check_withdrawn
+from airflow_bulkload.exceptions import BulkLoadError
+from airflow_bulkload.staging.manifest import ChunkSpec
+
+if TYPE_CHECKING:
+    from airflow_bulkload.s3io import ChunkStream
+
+from airflow_bulkload.dialects.mysql.load import MySqlLoader
+from airflow_bulkload.dialects.mysql.quoting import quote_identifier, quote_table
+from airflow_bulkload.dialects.mysql.session import _cursor, _scalar
+
+log = logging.getLogger(__name__)
+
+_LEDGER_COLUMNS = (
+    "`table_name`, `chunk_key`, `checksum`, `row_count`, `byte_count`, `load_id`, `probe`, "
+    "`generation`"
+)
+
+
+def _ledger_entry(row: Sequence[Any]) -> LedgerEntry:
+    return LedgerEntry(
+        table=row[0],
+        chunk_key=row[1],
+        checksum=str(row[2]),
+        rows=int(row[3]),
+        bytes=int(row[4]),
+        load_id=row[5],
+        probe=KeyProbe.from_json(row[6]),
+        generation=None if row[7] is None else str(row[7]),
+    )
+
+
+def innodb_table_name(table: TableRef) -> str:
+    """``db/table`` as InnoDB's dictionary names it: letters, digits and ``_`` as they are, any
+    other character as ``@`` and its code point in four hex digits (MySQL's filename encoding)."""
+
+    def encode(name: str) -> str:
+        return "".join(
+            c if c.isascii() and (c.isalnum() or c == "_") else f"@{ord(c):04x}" for c in name
+        )
+
+    return f"{encode(table.schema or '')}/{encode(table.name)}"
+
+
+def chunk_id(table: str, chunk_key: str) -> bytes:
+    """The ledger's key for (table, chunk key): fixed size whatever the lengths."""
+    return hashlib.sha256(table.encode("utf-8") + b"\0" + chunk_key.encode("utf-8")).digest()
+
+
+def chunk_lock_name(table: str, chunk_key: str) -> str:
+    """A GET_LOCK name (MySQL allows 64 characters) for loaders of one (table, chunk key)."""
+    return "bulkload_chunk_" + chunk_id(table, chunk_key).hex()[:40]
+
+
+class MySqlLedger(MySqlLoader):
+    """The chunk ledger (``bulkload_chunk_ledger``) and load records (``bulkload_loads``).
+
+    Built on the loader: withdrawing a chunk loads it into a scratch table first.
+    """
+
+    def claim_chunk(self, conn: Any, table: TableRef, chunk: ChunkSpec) -> LedgerEntry | None:
+        """Take the chunk's named lock (``GET_LOCK``), then read the ledger.
+
+        ``GET_LOCK`` is session-scoped: :meth:`transaction` releases it after the commit or
+        rollback, and the server releases it when a killed worker's session ends. Row locks on
+        the ledger would not do: a missing row can only be gap-locked, and two loaders of
+        different chunks then deadlock on their inserts. Call this first in the transaction:
+        the ledger read is a consistent read whose snapshot starts here, after the lock, so it
+        sees the entry of a loader that committed before releasing. The ledger's primary key
+        (always checked, even with ``unique_checks = 0``) backs this up.
+        """
+        table_name = str(table)
+        lock = chunk_lock_name(table_name, chunk.key)
+        got = _scalar(conn, "SELECT GET_LOCK(%s, %s)", (lock, self.chunk_lock_timeout))
+        if got != 1:
+            raise BulkLoadError(
+                f"{chunk.uri}: another task has been loading this chunk into {table_name} for "
+                f"over {self.chunk_lock_timeout} s (lock {lock}); try again later"
+            )
+        self._session(conn).locks.append(lock)
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
+                f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
+                "WHERE `chunk_id` = %s ORDER BY `loaded_at` LIMIT 1",
+                (chunk_id(table_name, chunk.key),),
+            )
+            row = cur.fetchone()
+        return _ledger_entry(row) if row is not None else None
+
+    def record_chunk(self, conn: Any, entry: LedgerEntry) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"INSERT INTO {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+                "(`chunk_id`, `checksum`, `table_name`, `chunk_key`, `row_count`, `byte_count`, "
+                "`load_id`, `probe`, `generation`) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (
+                    chunk_id(entry.table, entry.chunk_key),
+                    entry.checksum,
+                    entry.table,
+                    entry.chunk_key,
+                    entry.rows,
+                    entry.bytes,
+                    entry.load_id,
+                    entry.probe.to_json() if entry.probe else None,
+                    entry.generation,
+                ),
+            )
+
+    def ledger_entries(self, conn: Any, table: TableRef, key_prefix: str) -> list[LedgerEntry]:
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
+                f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
+                "WHERE `table_name` = %s AND LEFT(`chunk_key`, CHAR_LENGTH(%s)) = %s "
+                "ORDER BY `chunk_key`, `loaded_at`",
+                (str(table), key_prefix, key_prefix),
+            )
+            rows = cur.fetchall()
+        conn.commit()  # end the read's snapshot
+        return [_ledger_entry(r) for r in rows]
+
+    def forget_chunk(self, conn: Any, entry: LedgerEntry) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"DELETE FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+                "WHERE `chunk_id` = %s AND `checksum` = %s",
+                (chunk_id(entry.table, entry.chunk_key), entry.checksum),
+            )
+
+    def set_chunk_generation(self, conn: Any, entry: LedgerEntry, generation: str) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"UPDATE {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+                "SET `generation` = %s WHERE `chunk_id` = %s AND `checksum` = %s",
+                (generation, chunk_id(entry.table, entry.chunk_key), entry.checksum),
+            )
+
+    def table_generation(self, conn: Any, table: TableRef) -> str | None:
+        """InnoDB's table id: a new one on DROP/CREATE, TRUNCATE and any rebuild (OPTIMIZE
+        TABLE, ALTER ... FORCE); MariaDB's ``INNODB_SYS_TABLES``, MySQL 8's ``INNODB_TABLES``.
+        ``None`` without the PROCESS privilege those views need."""
+        name = innodb_table_name(table)
+        for view in ("INNODB_SYS_TABLES", "INNODB_TABLES"):
+            try:
+                value = _scalar(
+                    conn,
+                    f"SELECT `TABLE_ID` FROM information_schema.`{view}` WHERE `NAME` = %s",  # noqa: S608 (constant)
+                    (name,),
+                )
+            except Exception as exc:  # the view does not exist here, or no PROCESS privilege
+                log.debug("information_schema.%s: %s", view, exc)
+                continue
+            return None if value is None else str(value)
+        return None
+
+    def keys_present(
+        self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
+    ) -> list[bool]:
+        if not keys:
+            return []
+        match = " AND ".join(f"{quote_identifier(c, 'column')} = %s" for c in columns)
+        probe = f"EXISTS (SELECT 1 FROM {quote_table(table)} WHERE {match})"  # noqa: S608 (quoted)
+        with _cursor(conn) as cur:
+            cur.execute(
+                "SELECT " + ", ".join([probe] * len(keys)),
+                [None if v is None else str(v) for key in keys for v in key],
+            )
+            row = cur.fetchone()
+        return [bool(v) for v in (row or [])]
+
+    def ledger_rows(self, conn: Any, table: TableRef) -> int:
+        total = _scalar(
+            conn,
+            f"SELECT COALESCE(SUM(`row_count`), 0) FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+            "WHERE `table_name` = %s",
+            (str(table),),
+        )
+        conn.commit()  # end the read's snapshot
+        return int(total or 0)
+
+    def read_load_record(
+        self, conn: Any, table: TableRef, staging_prefix: str
+    ) -> LoadRecord | None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                "SELECT `load_id`, `empty_before`, `verified` "  # noqa: S608 (quoted)
+                f"FROM {self._state_table(conn, 'bulkload_loads')} WHERE `load_key` = %s",
+                (chunk_id(str(table), staging_prefix),),
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        return LoadRecord(str(table), staging_prefix, row[0], bool(row[1]), bool(row[2]))
+
+    def write_load_record(self, conn: Any, record: LoadRecord) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"INSERT INTO {self._state_table(conn, 'bulkload_loads')} "  # noqa: S608 (quoted)
+                "(`load_key`, `table_name`, `staging_prefix`, `load_id`, `empty_before`, "
+                "`verified`) VALUES (%s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
+                "`load_id` = VALUES(`load_id`), `empty_before` = VALUES(`empty_before`), "
+                "`verified` = VALUES(`verified`), `updated_at` = CURRENT_TIMESTAMP(6)",
+                (
+                    chunk_id(record.table, record.staging_prefix),
+                    record.table,
+                    record.staging_prefix,
+                    record.load_id,
+                    int(record.empty_before),
+                    int(record.verified),
+                ),
+            )
+
+    def delete_load_records(self, conn: Any, table: TableRef, prefix: str) -> None:
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"DELETE FROM {self._state_table(conn, 'bulkload_loads')} "  # noqa: S608 (quoted)
+                "WHERE `table_name` = %s AND LEFT(`staging_prefix`, CHAR_LENGTH(%s)) = %s",
+                (str(table), prefix, prefix),
+            )
+
+    def withdraw_chunk(
+        self,
+        conn: Any,
+        table: TableRef,
+        entry: LedgerEntry,
+        chunk: ChunkSpec,
+        key_columns: list[str],
+        stream: ChunkStream,
+        *,
+        exact: bool = True,
+    ) -> int:
+        """LOAD the chunk into a scratch table beside the target, delete the rows whose key
+        matches and the ledger entry in one transaction under the chunk's lock, then drop the
+        scratch table. MySQL's DDL commits, so the scratch table is a regular table made and
+        dropped outside that transaction (a killed run's leftover is replaced next time)."""
+        name = "bulkload_withdraw_" + chunk_id(entry.table, entry.chunk_key).hex()[:16]
+        scratch = TableRef(name=name, schema=table.schema)
+        columns = chunk.columns or [column for column, _ in self.load_columns(conn, table)]
+        selected = ", ".join(quote_identifier(c, "column") for c in columns)
+        match = " AND ".join(
+            f"t.{quote_identifier(c, 'column')} = w.{quote_identifier(c, 'column')}"
+            for c in key_columns
+        )
+        with _cursor(conn) as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {quote_table(scratch)}")
+            cur.execute(
+                f"CREATE TABLE {quote_table(scratch)} ENGINE=InnoDB "  # noqa: S608 (quoted)
+                f"SELECT {selected} FROM {quote_table(table)} LIMIT 0"
+            )
+        try:
+            with self.transaction(conn):
+                self.claim_chunk(conn, table, chunk)
+                self.load_stream(conn, scratch, columns, chunk.format, stream, chunk.uri)
+                with _cursor(conn) as cur:
+                    deleted = int(
+                        cur.execute(
+                            f"DELETE t FROM {quote_table(table)} AS t "
+                            f"JOIN {quote_table(scratch)} AS w ON {match}"
+                        )
+                    )
+                check_withdrawn(entry, chunk.uri, table, deleted, exact=exact)
+                self.forget_chunk(conn, entry)
+        finally:
+            with _cursor(conn) as cur:
+                cur.execute(f"DROP TABLE IF EXISTS {quote_table(scratch)}")
+        return deleted

@@ -1,0 +1,296 @@
+"""MySQL loading (the ChunkLoader role): ``LOAD DATA`` from a FIFO or from S3, and load slots.
+
+Loading (one transaction per chunk, see :class:`~airflow_bulkload.hooks.bulk_load.BulkLoadHook`):
+
+* ``client``: ``LOAD DATA LOCAL INFILE`` reading a FIFO that a thread fills from the S3 stream, so
+  the chunk never sits in memory or on disk. ``LOCAL`` makes MySQL downgrade every data error to a
+  warning and carry on (it cannot stop the client mid-file), so after the load we read
+  ``SHOW WARNINGS``: any warning rolls the chunk back and raises :class:`ChunkLoadError` naming the
+  S3 URI, the row, the column and MySQL's reason. Affected rows are checked against the manifest.
+* ``aurora_s3``: Aurora MySQL's server-side ``LOAD DATA FROM S3``. Aurora setup: an IAM role that
+  may read the bucket, attached to the cluster and named in the cluster parameter
+  ``aws_default_s3_role`` (Aurora 3; ``aurora_load_from_s3_role`` on Aurora 2); the loading user
+  needs ``GRANT AWS_LOAD_S3_ACCESS TO 'user'@'%'`` (Aurora 3; the ``LOAD FROM S3`` privilege on
+  Aurora 2); loads are recorded in ``mysql.aurora_s3_load_history``. Aurora cannot read gzip
+  objects: stage uncompressed chunks (``compression="none"``) for this method.
+
+Session tuning: ``unique_checks = 0`` lets InnoDB skip uniqueness checks of *secondary* unique
+indexes on some paths (change buffering, the bulk path into an empty table), so duplicates there
+could go unnoticed. We choose the simple safe rule: when the target has a secondary UNIQUE index,
+the load keeps ``unique_checks = 1``; otherwise it is 0 (the primary key is always checked).
+``foreign_key_checks = 0`` would let a row whose parent does not exist commit, and InnoDB never
+re-checks existing rows: so the load turns foreign key checks back on for a table that has foreign
+keys (an orphan row fails its chunk, naming it), and off only for tables without any.
+The session settings are restored when the transaction ends, so a pooled connection is never left
+weakened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow_bulkload.catalog import TableRef
+from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
+
+if TYPE_CHECKING:
+    from airflow_bulkload.s3io import ChunkStream
+
+from airflow_bulkload.dialects.mysql.errors import _driver_error, warnings_error
+from airflow_bulkload.dialects.mysql.load_sql import aurora_load_sql, local_infile_sql
+from airflow_bulkload.dialects.mysql.session import MySqlSession, _cursor, _scalar
+
+log = logging.getLogger(__name__)
+
+#: the session sql_mode for loads: strict, and nothing that changes how our SQL text is read
+#: (no ANSI_QUOTES, no NO_BACKSLASH_ESCAPES). NO_AUTO_VALUE_ON_ZERO stores a 0 in an
+#: AUTO_INCREMENT column as 0, as the file says, instead of generating a new id.
+STRICT_SQL_MODE = (
+    "STRICT_ALL_TABLES,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,"
+    "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO"
+)
+
+
+def load_slot_name(table: str, slot: int) -> str:
+    """A GET_LOCK name (at most 64 characters) for one of a table's load slots."""
+    digest = hashlib.sha256(f"bulkload-slots\0{table}".encode()).hexdigest()[:32]
+    return f"bulkload_slot_{digest}_{slot}"
+
+
+class MySqlLoader(MySqlSession):
+    """``LOAD DATA LOCAL INFILE`` from a FIFO, Aurora's ``LOAD DATA FROM S3``, load slots."""
+
+    server_side_methods: ClassVar[tuple[str, ...]] = ("aurora_s3",)
+
+    def try_acquire_load_slot(self, conn: Any, table: TableRef, slot: int) -> bool:
+        return _scalar(conn, "SELECT GET_LOCK(%s, 0)", (load_slot_name(str(table), slot),)) == 1
+
+    def release_load_slot(self, conn: Any, table: TableRef, slot: int) -> None:
+        _scalar(conn, "SELECT RELEASE_LOCK(%s)", (load_slot_name(str(table), slot),))
+
+    def tune_load_session(self, conn: Any) -> None:
+        """``unique_checks = 0``, ``foreign_key_checks = 0``, strict ``sql_mode`` for this
+        session until the transaction ends (the originals are saved and put back then).
+        The load itself turns unique checks back on for tables with a secondary UNIQUE index."""
+        state = self._session(conn)
+        with _cursor(conn) as cur:
+            if state.saved_settings is None:
+                cur.execute(
+                    "SELECT @@SESSION.unique_checks, @@SESSION.foreign_key_checks, "
+                    "@@SESSION.sql_mode"
+                )
+                state.saved_settings = tuple(cur.fetchone())
+            cur.execute(
+                "SET SESSION unique_checks = 0, foreign_key_checks = 0, sql_mode = %s",
+                (STRICT_SQL_MODE,),
+            )
+
+    def _keep_unique_checks_if_needed(self, conn: Any, table: TableRef) -> None:
+        """Checks that guard the rows stay on: unique checks for a secondary UNIQUE index, and
+        foreign key checks for a table with foreign keys (with them off, a row whose parent does
+        not exist would commit, and nothing re-checks it: InnoDB never validates existing rows)."""
+        with _cursor(conn) as cur:
+            if self.has_secondary_unique_index(conn, table):
+                cur.execute("SET SESSION unique_checks = 1")
+            if self.has_foreign_keys(conn, table):
+                cur.execute("SET SESSION foreign_key_checks = 1")
+
+    def has_foreign_keys(self, conn: Any, table: TableRef) -> bool:
+        return (
+            _scalar(
+                conn,
+                "SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS "
+                "WHERE CONSTRAINT_SCHEMA = %s AND TABLE_NAME = %s",
+                (table.schema, table.name),
+            )
+            or 0
+        ) > 0
+
+    def has_secondary_unique_index(self, conn: Any, table: TableRef) -> bool:
+        return (
+            _scalar(
+                conn,
+                "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_NAME = %s AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY'",
+                (table.schema, table.name),
+            )
+            or 0
+        ) > 0
+
+    def load_columns(self, conn: Any, table: TableRef) -> list[tuple[str, str]]:
+        """(name, type) of the columns a load writes by default: all but generated ones."""
+        with _cursor(conn) as cur:
+            cur.execute(
+                "SELECT COLUMN_NAME, COLUMN_TYPE, EXTRA FROM information_schema.COLUMNS "
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+                (table.schema, table.name),
+            )
+            rows = cur.fetchall()
+        if not rows:
+            raise BulkLoadError(f"table {table} does not exist or has no columns")
+        return [(str(n), str(t)) for n, t, extra in rows if "GENERATED" not in str(extra).upper()]
+
+    def load_stream(
+        self,
+        conn: Any,
+        table: TableRef,
+        columns: list[str] | None,
+        file_format: FileFormat,
+        stream: ChunkStream,
+        source: str,
+    ) -> int:
+        """``LOAD DATA LOCAL INFILE`` from a FIFO a thread fills with ``stream``'s blocks.
+
+        The writer's errors (a corrupt gzip, S3 failing) win over whatever the load saw and
+        roll the chunk back. If the load fails first, the writer is released (we open and close
+        the FIFO's read end, so its open or write returns) and joined. Any warning fails the load.
+        """
+        column_types = dict(self.load_columns(conn, table))
+        columns = list(columns) if columns else list(column_types)
+        self._keep_unique_checks_if_needed(conn, table)
+        workdir = tempfile.mkdtemp(prefix="bulkload-mysql-")
+        fifo = os.path.join(workdir, "chunk.fifo")
+        os.mkfifo(fifo, 0o600)
+        writer = _FifoWriter(fifo, stream)
+        writer.start()
+        try:
+            sql = local_infile_sql(fifo, table, columns, file_format)
+            load_error: Exception | None = None
+            rows = 0
+            try:
+                with _cursor(conn) as cur:
+                    rows = int(cur.execute(sql))
+            except Exception as exc:
+                load_error = exc
+            writer.finish()
+            if writer.error is not None:
+                raise writer.error
+            if load_error is not None:
+                raise _driver_error(source, load_error, file_format) from load_error
+            self._raise_on_warnings(conn, source, file_format, column_types)
+            return rows
+        finally:
+            writer.finish()
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def _raise_on_warnings(
+        self, conn: Any, source: str, fmt: FileFormat, column_types: dict[str, str]
+    ) -> None:
+        with _cursor(conn) as cur:
+            cur.execute("SHOW COUNT(*) WARNINGS")
+            total = int(cur.fetchone()[0])
+            if total == 0:
+                return
+            cur.execute("SHOW WARNINGS LIMIT 5")
+            rows = list(cur.fetchall())
+        raise warnings_error(
+            source,
+            rows,
+            total,
+            header_lines=1 if fmt.header else 0,
+            column_types=column_types,
+        )
+
+    def load_server_side(
+        self,
+        conn: Any,
+        method: str,
+        table: TableRef,
+        columns: list[str] | None,
+        chunk: ChunkSpec,
+        region: str,
+    ) -> int:
+        """Aurora MySQL ``LOAD DATA FROM S3 FILE`` (``aurora_s3``). Refuses gzip chunks."""
+        if method != "aurora_s3":
+            return super().load_server_side(conn, method, table, columns, chunk, region)
+        if chunk.compression == "gzip" or chunk.key.lower().endswith(".gz"):
+            raise ChunkLoadError(
+                chunk.uri,
+                "Aurora MySQL LOAD DATA FROM S3 cannot read gzip objects",
+                expected="an uncompressed chunk: stage with compression='none' for method "
+                "aurora_s3",
+            )
+        column_types = dict(self.load_columns(conn, table))
+        columns = list(columns) if columns else list(column_types)
+        self._keep_unique_checks_if_needed(conn, table)
+        sql = aurora_load_sql("FILE", chunk.uri, table, columns, chunk.format, region=region)
+        try:
+            with _cursor(conn) as cur:
+                rows = int(cur.execute(sql))
+        except Exception as exc:
+            raise _driver_error(chunk.uri, exc, chunk.format) from exc
+        self._raise_on_warnings(conn, chunk.uri, chunk.format, column_types)
+        return rows
+
+
+class _FifoWriter(threading.Thread):
+    """Copies a :class:`ChunkStream` into a FIFO that ``LOAD DATA LOCAL INFILE`` reads.
+
+    Memory: one read buffer. Errors are kept in :attr:`error` for the loading thread.
+    """
+
+    def __init__(self, path: str, stream: ChunkStream) -> None:
+        super().__init__(name="bulkload-fifo-writer", daemon=True)
+        self.path = path
+        self.stream = stream
+        self.error: BaseException | None = None
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        try:
+            fd = os.open(self.path, os.O_WRONLY)  # blocks until the reader (or finish()) opens
+        except OSError as exc:
+            if not self._stop_event.is_set():
+                self.error = exc
+            return
+        try:
+            for block in self.stream:
+                if self._stop_event.is_set():
+                    return
+                view = memoryview(block)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+        except BrokenPipeError:
+            if not self._stop_event.is_set():
+                self.error = ChunkLoadError(
+                    self.stream.source, "the database client stopped reading the chunk"
+                )
+        except BaseException as exc:  # kept for the loading thread, which re-raises it
+            self.error = exc
+        finally:
+            os.close(fd)
+
+    def finish(self, timeout: float = 60.0) -> None:
+        """Make sure the thread ends, whatever the reader did.
+
+        Opening the FIFO's read end releases a writer blocked in ``open``; draining it releases
+        one blocked in ``write`` (if the client library stopped reading but kept the file open).
+        The writer sees the stop flag before its next block and returns.
+        """
+        if not self.is_alive():
+            return
+        self._stop_event.set()
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            self.join(timeout)
+            return
+        deadline = time.monotonic() + timeout
+        try:
+            while self.is_alive() and time.monotonic() < deadline:
+                with suppress(BlockingIOError):
+                    os.read(fd, 1 << 16)
+                self.join(0.02)
+        finally:
+            os.close(fd)
+        if self.is_alive():
+            log.error("the FIFO writer for %s did not stop; leaving it behind", self.path)
