@@ -27,12 +27,23 @@ if TYPE_CHECKING:
 
 
 class Session(abc.ABC):
-    """Names, transactions and the state schema: what the other roles run on."""
+    """Connections, names, transactions and the state schema: what the other roles run on."""
 
     name: ClassVar[str]
 
     #: the longest identifier the engine accepts, in bytes
     max_identifier_length: ClassVar[int]
+
+    @abc.abstractmethod
+    def connect(self, conn_id: str) -> Any:
+        """A new DB-API connection for the Airflow connection ``conn_id``, autocommit off.
+
+        The caller closes it.
+        """
+
+    @abc.abstractmethod
+    def set_autocommit(self, conn: Any, on: bool) -> None:
+        """Turn the driver's autocommit on or off for ``conn``."""
 
     def table_ref(self, table: str | TableRef) -> TableRef:
         """Parse and validate a table name (each part checked, nothing quoted yet)."""

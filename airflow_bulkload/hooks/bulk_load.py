@@ -29,7 +29,6 @@ from airflow_bulkload.exceptions import (
     LoadVerificationError,
     RowCountMismatchError,
 )
-from airflow_bulkload.hooks.connections import postgres_hook
 from airflow_bulkload.s3io import (
     open_s3_stream,
     parse_s3_uri,
@@ -129,16 +128,7 @@ class BulkLoadHook(BaseHook):
 
     def get_conn(self) -> Any:
         """A new DB-API connection (psycopg 3 or MySQLdb) with autocommit off; the caller closes it."""
-        if self.dialect.name == "postgres":
-            conn: Any = postgres_hook(self.conn_id).get_conn()
-            conn.autocommit = False
-            return conn
-        from airflow.providers.mysql.hooks.mysql import MySqlHook
-
-        # LOAD DATA LOCAL needs the client flag; the hook ignores it as a connection extra.
-        mysql_conn: Any = MySqlHook(mysql_conn_id=self.conn_id, local_infile=True).get_conn()
-        mysql_conn.autocommit(False)
-        return mysql_conn
+        return self.dialect.connect(self.conn_id)
 
     def describe_table(self, table: str) -> TableInfo:
         with closing(self.get_conn()) as conn:

@@ -97,7 +97,7 @@ class SelfManagedBulkModeBackend:
         change must be durable before the next server change. PostgreSQL connects to the state
         database itself (its schema ``bulkload`` and advisory locks are per database)."""
         if self.engine == "postgres":
-            from airflow_bulkload.hooks.connections import postgres_hook
+            from airflow_bulkload.connections import postgres_hook
 
             conn: Any = postgres_hook(self.conn_id, database=self.state_database).get_conn()
             conn.autocommit = True

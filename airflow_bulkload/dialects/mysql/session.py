@@ -59,6 +59,18 @@ class MySqlSession(Dialect):
         self.chunk_lock_timeout = chunk_lock_timeout
         self._sessions: weakref.WeakKeyDictionary[Any, _SessionState] = weakref.WeakKeyDictionary()
 
+    def connect(self, conn_id: str) -> Any:
+        """A MySQLdb connection via ``MySqlHook``, with the ``local_infile`` client flag."""
+        from airflow.providers.mysql.hooks.mysql import MySqlHook
+
+        # LOAD DATA LOCAL needs the client flag; the hook ignores it as a connection extra.
+        mysql_conn: Any = MySqlHook(mysql_conn_id=conn_id, local_infile=True).get_conn()
+        mysql_conn.autocommit(False)
+        return mysql_conn
+
+    def set_autocommit(self, conn: Any, on: bool) -> None:
+        conn.autocommit(on)
+
     def table_ref(self, table: str | TableRef) -> TableRef:
         ref = super().table_ref(table)
         quote_table(ref)  # MySQL's own rules on top of the generic ones

@@ -13,6 +13,7 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from airflow_bulkload.catalog import TableRef
+from airflow_bulkload.connections import postgres_hook
 from airflow_bulkload.dialects.postgres.migrations import (
     _MIGRATION_LOCK,
     _S,
@@ -38,6 +39,15 @@ class PostgresSession(Dialect):
 
     name: ClassVar[str] = "postgres"
     max_identifier_length: ClassVar[int] = 63
+
+    def connect(self, conn_id: str) -> Any:
+        """A psycopg 3 connection via ``PostgresHook``, without this provider's own extras."""
+        conn: Any = postgres_hook(conn_id).get_conn()
+        conn.autocommit = False
+        return conn
+
+    def set_autocommit(self, conn: Any, on: bool) -> None:
+        conn.autocommit = on
 
     def qualified_name(self, conn: Any, table: TableRef) -> TableRef:
         """Fill in the schema the way the server resolves the name: the schema of the table the
