@@ -279,3 +279,69 @@ class SavedSetting:
     name: str
     original: str | None
     position: int
+
+
+@dataclass(frozen=True)
+class EngineTraits:
+    """What an engine does differently, as capabilities the layers above it decide on.
+
+    Each dialect declares its own (:attr:`Session.traits
+    <airflow_bulkload.dialects.roles.Session.traits>`); pure code that only knows the engine's
+    name (pre-flight inputs, a saved table state) looks them up with :meth:`of`. ``engine`` is
+    for display and logs: decisions read the capabilities.
+    """
+
+    engine: str
+    #: rows are stored in primary-key order (InnoDB's clustered index): the primary key is never
+    #: dropped (that rebuilds the table), and input sorted by it loads faster
+    clustered_primary_key: bool
+    #: DDL is transactional, so a session running DDL autocommits (each statement commits)
+    transactional_ddl: bool
+    #: indexes rebuild one per session, several sessions at once (else one statement builds all)
+    parallel_index_builds: bool
+    #: PRIMARY KEY/UNIQUE constraints are objects of their own, attached to a rebuilt index (else
+    #: the index is the key)
+    index_backed_constraints: bool
+    #: foreign keys stay through a load and check every row (re-adding a dropped one would not
+    #: check the rows already there), so auto keeps them
+    foreign_keys_checked_on_load: bool
+    #: the engine has a CHECKPOINT statement (which needs a privilege)
+    has_checkpoint: bool
+    #: the ``client`` method loads through ``LOAD DATA LOCAL INFILE`` (the server's
+    #: ``local_infile`` must be on)
+    client_load_uses_local_infile: bool
+    #: the load methods where the server pulls a chunk from S3 itself
+    server_side_methods: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, engine: str) -> EngineTraits:
+        """The traits of a dialect by its name (``postgres`` or ``mysql``)."""
+        try:
+            return ENGINE_TRAITS[engine]
+        except KeyError:
+            raise ValueError(f"no engine traits for {engine!r} (postgres or mysql)") from None
+
+
+POSTGRES_TRAITS = EngineTraits(
+    engine="postgres",
+    clustered_primary_key=False,
+    transactional_ddl=True,
+    parallel_index_builds=True,
+    index_backed_constraints=True,
+    foreign_keys_checked_on_load=False,
+    has_checkpoint=True,
+    client_load_uses_local_infile=False,
+    server_side_methods=("rds_s3",),
+)
+MYSQL_TRAITS = EngineTraits(
+    engine="mysql",
+    clustered_primary_key=True,
+    transactional_ddl=False,
+    parallel_index_builds=False,
+    index_backed_constraints=False,
+    foreign_keys_checked_on_load=True,
+    has_checkpoint=False,
+    client_load_uses_local_infile=True,
+    server_side_methods=("aurora_s3",),
+)
+ENGINE_TRAITS = {traits.engine: traits for traits in (POSTGRES_TRAITS, MYSQL_TRAITS)}

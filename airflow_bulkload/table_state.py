@@ -32,7 +32,7 @@ from airflow_bulkload.advice.plan import (
     should_drop_indexes,
 )
 from airflow_bulkload.bulk_mode.policy import LeaseKey
-from airflow_bulkload.catalog import TableInfo
+from airflow_bulkload.catalog import EngineTraits, TableInfo
 
 #: status of a saved table state: captured (nothing changed yet), objects dropped, put back
 STATUS_SAVED = "saved"
@@ -274,15 +274,15 @@ def decide_drops(
         drop_ix = drop_indexes
         reasons["drop_indexes"] = f"forced {drop_indexes}"
 
-    is_mysql = engine == "mysql"
+    traits = EngineTraits.of(engine)
     has_pk = bool(info.primary_key)
-    if drop_primary_key is True and is_mysql:
+    if drop_primary_key is True and traits.clustered_primary_key:
         raise ValueError(
             "drop_primary_key=True is refused on MySQL/InnoDB: the primary key is the clustered "
             "index, dropping it rebuilds the whole table (and re-adding rebuilds it again)"
         )
     if drop_primary_key is None:
-        if is_mysql:
+        if traits.clustered_primary_key:
             drop_pk, why = False, "MySQL/InnoDB: the primary key is the clustered index; kept"
         elif not has_pk:
             drop_pk, why = False, "the table has no primary key"
@@ -319,7 +319,7 @@ def decide_drops(
         )
 
     if drop_foreign_keys is None:
-        if is_mysql:
+        if traits.foreign_keys_checked_on_load:
             drop_fk = False
             reasons["drop_foreign_keys"] = (
                 "MySQL: foreign keys kept (the load runs with foreign_key_checks = 0) (auto)"
@@ -415,13 +415,14 @@ def plan_rebuild(saved: Mapping[str, Any], current: Mapping[str, Any]) -> Rebuil
     """Saved objects the table lacks now. An index left without its constraint (a run killed
     between the two steps) is only attached."""
     current_ix = {ix["name"]: ix for ix in current.get("indexes", [])}
+    separate_constraints = EngineTraits.of(saved["engine"]).index_backed_constraints
     create: list[dict[str, Any]] = []
     attach: list[dict[str, Any]] = []
     for ix in saved["indexes"]:
         now = current_ix.get(ix["name"])
         if now is None:
             create.append(dict(ix))
-            if ix.get("constraint_name") and saved["engine"] != "mysql":
+            if ix.get("constraint_name") and separate_constraints:
                 attach.append(dict(ix))
         elif ix.get("constraint_name") and not now.get("constraint_name"):
             attach.append(dict(ix))

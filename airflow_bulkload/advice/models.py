@@ -11,7 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from airflow_bulkload.advice.evidence import Evidence
-from airflow_bulkload.catalog import ServerFacts, TableInfo
+from airflow_bulkload.catalog import EngineTraits, ServerFacts, TableInfo
 from airflow_bulkload.staging.manifest import ChunkSpec, Manifest
 
 MB = 1_000_000
@@ -193,8 +193,9 @@ class PreflightInputs:
     options: LoadOptions = field(default_factory=LoadOptions)
 
     @property
-    def is_mysql(self) -> bool:
-        return self.engine == "mysql"
+    def traits(self) -> EngineTraits:
+        """What the engine does differently (the rules read these, not the engine's name)."""
+        return EngineTraits.of(self.engine)
 
     @property
     def vcpus(self) -> int | None:

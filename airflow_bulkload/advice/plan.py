@@ -20,6 +20,12 @@ SMALL_TABLE_BYTES = 16 * MB
 DROP_INDEXES_MIN_RATIO = 0.5
 #: the MySQL optimum measured: 10 threads on 16 vCPUs
 MYSQL_THREADS_PER_VCPU = 10 / 16
+#: each engine's measured optimum (see optimal_parallelism), in words, and why
+PARALLELISM_RULE = {"mysql": "≈60 % of vCPUs", "postgres": "vCPUs - 1"}
+PARALLELISM_RATIONALE = {
+    "mysql": "≈60 % of vCPUs (10 threads of 16 vCPUs was the measured MySQL optimum)",
+    "postgres": "vCPUs - 1 sessions (RDS PostgreSQL guideline)",
+}
 
 
 def optimal_parallelism(engine: str, vcpus: int) -> int:
@@ -81,7 +87,7 @@ def should_sort(inputs: PreflightInputs) -> tuple[bool, str]:
         return False, "no primary key to sort by"
     if input_in_key_order(inputs):
         return False, "the input is already in primary-key order"
-    if inputs.is_mysql:
+    if inputs.traits.clustered_primary_key:
         return True, (
             "InnoDB stores rows in primary-key order; input in key order loaded ≈20 % faster "
             "(up to 45 % on 20 M rows)"
@@ -117,11 +123,7 @@ def recommend_plan(inputs: PreflightInputs) -> LoadPlan:
     vcpus = inputs.vcpus
     if vcpus:
         parallelism = optimal_parallelism(inputs.engine, vcpus)
-        rationale["parallelism"] = f"{vcpus} vCPUs: " + (
-            "≈60 % of vCPUs (10 threads of 16 vCPUs was the measured MySQL optimum)"
-            if inputs.is_mysql
-            else "vCPUs - 1 sessions (RDS PostgreSQL guideline)"
-        )
+        rationale["parallelism"] = f"{vcpus} vCPUs: " + PARALLELISM_RATIONALE[inputs.engine]
     else:
         parallelism = DEFAULT_PARALLELISM
         rationale["parallelism"] = (

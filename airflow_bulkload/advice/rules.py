@@ -24,6 +24,7 @@ from airflow_bulkload.advice.models import (
 from airflow_bulkload.advice.plan import (
     MAX_CHUNK_SIZE,
     MIN_CHUNK_SIZE,
+    PARALLELISM_RULE,
     input_in_key_order,
     optimal_parallelism,
 )
@@ -96,7 +97,7 @@ def no_primary_key(ctx: RuleContext) -> Iterator[Finding]:
     table = ctx.inputs.table
     if table.primary_key:
         return
-    if ctx.inputs.is_mysql:
+    if ctx.inputs.traits.clustered_primary_key:
         clustered = _unique_not_null_index(ctx)
         if clustered is not None:
             yield Finding(
@@ -144,7 +145,7 @@ def random_primary_key(ctx: RuleContext) -> Iterator[Finding]:
     if not reasons:
         return
     effect = (ev.MD5_PRIMARY_KEY, ev.RANDOM_PRIMARY_KEY_AURORA)
-    if ctx.inputs.is_mysql:
+    if ctx.inputs.traits.clustered_primary_key:
         yield Finding(
             "random_primary_key",
             WARN,
@@ -177,12 +178,12 @@ def wide_primary_key(ctx: RuleContext) -> Iterator[Finding]:
     width = f", at least {sum(w for w in widths if w)} bytes" if any(widths) else ""
     yield Finding(
         "wide_primary_key",
-        WARN if ctx.inputs.is_mysql else INFO,
+        WARN if ctx.inputs.traits.clustered_primary_key else INFO,
         f"The primary key of {ctx.table_name} is a composite key of {len(pk)} columns "
         f"({', '.join(pk)}{width}). "
         + (
             "InnoDB repeats the key in every secondary index entry and fits fewer rows per page."
-            if ctx.inputs.is_mysql
+            if ctx.inputs.traits.clustered_primary_key
             else "Every index entry carries it; on PostgreSQL the heap is unaffected."
         ),
         "Prefer a single sequential BIGINT primary key and enforce the natural key with a UNIQUE "
@@ -192,7 +193,7 @@ def wide_primary_key(ctx: RuleContext) -> Iterator[Finding]:
 
 
 def input_not_in_key_order(ctx: RuleContext) -> Iterator[Finding]:
-    if not ctx.inputs.is_mysql or not ctx.inputs.table.primary_key:
+    if not ctx.inputs.traits.clustered_primary_key or not ctx.inputs.table.primary_key:
         return
     if ctx.plan.sort or input_in_key_order(ctx.inputs):
         return
@@ -219,8 +220,11 @@ def secondary_indexes(ctx: RuleContext) -> Iterator[Finding]:
     if not indexes:
         return
     names = ", ".join(ix.name for ix in indexes)
+    # what dropping measured: one rebuild pass (InnoDB), parallel rebuild sessions (PostgreSQL)
     effect = (ev.SECONDARY_INDEXES,) + (
-        (ev.DROP_INDEXES_MYSQL,) if ctx.inputs.is_mysql else (ev.DROP_INDEXES_POSTGRES,)
+        (ev.DROP_INDEXES_MYSQL,)
+        if not ctx.inputs.traits.parallel_index_builds
+        else (ev.DROP_INDEXES_POSTGRES,)
     )
     why = ctx.recommended.rationale.get("drop_indexes", "")
     if ctx.plan.drop_indexes:
@@ -293,7 +297,7 @@ def foreign_keys(ctx: RuleContext) -> Iterator[Finding]:
     if not fks:
         return
     names = ", ".join(fk.name for fk in fks)
-    if ctx.inputs.is_mysql:
+    if ctx.inputs.traits.foreign_keys_checked_on_load:
         yield Finding(
             "foreign_keys",
             WARN,
@@ -390,7 +394,7 @@ def partitioned_table(ctx: RuleContext) -> Iterator[Finding]:
 
 def checkpoint_privilege(ctx: RuleContext) -> Iterator[Finding]:
     server = ctx.inputs.server
-    if ctx.inputs.is_mysql or server is None or server.can_checkpoint is not False:
+    if not ctx.inputs.traits.has_checkpoint or server is None or server.can_checkpoint is not False:
         return
     yield Finding(
         "checkpoint_privilege",
@@ -465,7 +469,8 @@ def chunk_sizes(ctx: RuleContext) -> Iterator[Finding]:
 def parallelism(ctx: RuleContext) -> Iterator[Finding]:
     inputs = ctx.inputs
     vcpus = inputs.vcpus
-    effect = (ev.PARALLEL_MYSQL,) if inputs.is_mysql else (ev.PARALLEL_POSTGRES,)
+    # the optimum is a measurement of each engine (see optimal_parallelism)
+    effect = ({"mysql": ev.PARALLEL_MYSQL, "postgres": ev.PARALLEL_POSTGRES}[inputs.engine],)
     if not vcpus:
         yield Finding(
             "parallelism",
@@ -479,7 +484,7 @@ def parallelism(ctx: RuleContext) -> Iterator[Finding]:
     optimum = optimal_parallelism(inputs.engine, vcpus)
     chosen = inputs.options.parallelism
     if chosen is not None and chosen > optimum:
-        rule = "≈60 % of vCPUs" if inputs.is_mysql else "vCPUs - 1"
+        rule = PARALLELISM_RULE[inputs.engine]
         yield Finding(
             "parallelism",
             WARN,
@@ -609,7 +614,7 @@ def default_parameter_group(ctx: RuleContext) -> Iterator[Finding]:
 
 def local_infile(ctx: RuleContext) -> Iterator[Finding]:
     server = ctx.inputs.server
-    if not ctx.inputs.is_mysql or ctx.inputs.options.method != "client":
+    if not ctx.inputs.traits.client_load_uses_local_infile or ctx.inputs.options.method != "client":
         return
     if server is None or server.local_infile is not False:
         return
@@ -624,7 +629,8 @@ def local_infile(ctx: RuleContext) -> Iterator[Finding]:
 
 
 def aws_s3_extension(ctx: RuleContext) -> Iterator[Finding]:
-    if ctx.inputs.is_mysql or ctx.inputs.options.method != "rds_s3":
+    method = ctx.inputs.options.method
+    if method != "rds_s3" or method not in ctx.inputs.traits.server_side_methods:
         return
     server, instance = ctx.inputs.server, ctx.inputs.instance
     if server is not None and server.aws_s3_installed is False:
@@ -659,7 +665,8 @@ _AURORA_S3_PARAMETERS = ("aurora_load_from_s3_role", "aws_default_s3_role")
 
 
 def aurora_s3_role(ctx: RuleContext) -> Iterator[Finding]:
-    if not ctx.inputs.is_mysql or ctx.inputs.options.method != "aurora_s3":
+    method = ctx.inputs.options.method
+    if method != "aurora_s3" or method not in ctx.inputs.traits.server_side_methods:
         return
     server, instance = ctx.inputs.server, ctx.inputs.instance
     if instance is not None and not instance.is_aurora:

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_bulkload.catalog import (
+    EngineTraits,
     LedgerEntry,
     LoadRecord,
     SavedSetting,
@@ -33,6 +34,8 @@ class Session(abc.ABC):
 
     #: the longest identifier the engine accepts, in bytes
     max_identifier_length: ClassVar[int]
+    #: what the engine does differently, for callers to decide on instead of its name
+    traits: ClassVar[EngineTraits]
 
     @abc.abstractmethod
     def connect(self, conn_id: str) -> Any:

@@ -57,11 +57,11 @@ class TableStateHook(BulkLoadHook):
 
     @contextmanager
     def _session(self) -> Iterator[Any]:
-        """A connection for DDL: autocommit on PostgreSQL (each statement commits; state writes
-        use explicit transactions), and on MySQL DDL commits by itself."""
+        """A connection for DDL: autocommit where DDL is transactional (PostgreSQL: each statement
+        commits; state writes use explicit transactions); on MySQL DDL commits by itself."""
         with closing(self.get_conn()) as conn:
-            if self.dialect.name == "postgres":
-                conn.autocommit = True
+            if self.dialect.traits.transactional_ddl:
+                self.dialect.set_autocommit(conn, True)
             yield conn
 
     def _ref(self, conn: Any, table: str) -> TableRef:
@@ -374,7 +374,7 @@ class TableStateHook(BulkLoadHook):
         plan = plan_rebuild(saved, dialect.table_snapshot(conn, ref))
         seconds: dict[str, float] = {}
         indexes = plan.create_indexes
-        if indexes and dialect.name == "postgres":
+        if indexes and dialect.traits.parallel_index_builds:
             workers = parse_parallelism(parallelism, len(indexes), DEFAULT_PARALLELISM)
             self.log.info(
                 "%s: rebuilding %d index(es) in %d parallel session(s), maintenance_work_mem %s",

@@ -169,7 +169,7 @@ class StageToS3Operator(BaseOperator):
             from airflow_bulkload.hooks.bulk_load import BulkLoadHook
 
             hook = BulkLoadHook(conn_id=str(self.conn_id))
-            if self.sort_by_primary_key == "auto" and hook.dialect.name != "mysql":
+            if self.sort_by_primary_key == "auto" and not hook.dialect.traits.clustered_primary_key:
                 self.log.info(
                     "not sorting: %s stores rows in a heap, so key order does not pay for the "
                     "sort (InnoDB's clustered key does)",

@@ -37,7 +37,7 @@ import time
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_bulkload.catalog import TableRef
+from airflow_bulkload.catalog import MYSQL_TRAITS, TableRef
 from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 
@@ -68,7 +68,7 @@ def load_slot_name(table: str, slot: int) -> str:
 class MySqlLoader(MySqlSession):
     """``LOAD DATA LOCAL INFILE`` from a FIFO, Aurora's ``LOAD DATA FROM S3``, load slots."""
 
-    server_side_methods: ClassVar[tuple[str, ...]] = ("aurora_s3",)
+    server_side_methods: ClassVar[tuple[str, ...]] = MYSQL_TRAITS.server_side_methods
 
     def try_acquire_load_slot(self, conn: Any, table: TableRef, slot: int) -> bool:
         return _scalar(conn, "SELECT GET_LOCK(%s, 0)", (load_slot_name(str(table), slot),)) == 1

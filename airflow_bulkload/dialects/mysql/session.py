@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from airflow_bulkload.catalog import TableRef
+from airflow_bulkload.catalog import MYSQL_TRAITS, EngineTraits, TableRef
 from airflow_bulkload.dialects.mysql.quoting import (
     MAX_IDENTIFIER_LENGTH,
     quote_identifier,
@@ -46,6 +46,7 @@ class MySqlSession(Dialect):
 
     name: ClassVar[str] = "mysql"
     max_identifier_length: ClassVar[int] = MAX_IDENTIFIER_LENGTH
+    traits: ClassVar[EngineTraits] = MYSQL_TRAITS
 
     def __init__(
         self,

@@ -34,7 +34,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from airflow_bulkload.catalog import TableRef
+from airflow_bulkload.catalog import POSTGRES_TRAITS, TableRef
 from airflow_bulkload.dialects.postgres.errors import chunk_error
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
 from airflow_bulkload.exceptions import BulkLoadError
@@ -108,7 +108,7 @@ def parse_imported_rows(result: str | None) -> int:
 class PostgresLoader(PostgresSession):
     """COPY from the worker's stream, ``aws_s3.table_import_from_s3``, and load slots."""
 
-    server_side_methods: ClassVar[tuple[str, ...]] = ("rds_s3",)
+    server_side_methods: ClassVar[tuple[str, ...]] = POSTGRES_TRAITS.server_side_methods
     load_errors_count_lines: ClassVar[bool] = True
 
     # Two-int4 advisory keys: a key space apart from the single-bigint chunk claims.

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from airflow_bulkload.catalog import TableRef
+from airflow_bulkload.catalog import POSTGRES_TRAITS, EngineTraits, TableRef
 from airflow_bulkload.connections import postgres_hook
 from airflow_bulkload.dialects.postgres.migrations import (
     _MIGRATION_LOCK,
@@ -39,6 +39,7 @@ class PostgresSession(Dialect):
 
     name: ClassVar[str] = "postgres"
     max_identifier_length: ClassVar[int] = 63
+    traits: ClassVar[EngineTraits] = POSTGRES_TRAITS
 
     def connect(self, conn_id: str) -> Any:
         """A psycopg 3 connection via ``PostgresHook``, without this provider's own extras."""
