@@ -1,4 +1,9 @@
-"""One module per engine holds all of that engine's SQL text."""
+"""The engine layer: all SQL text, one package per engine, one module per role.
+
+:mod:`.roles` declares the roles every engine implements and :class:`Dialect`, their union;
+``postgres/`` and ``mysql/`` implement them. Nothing above this layer imports more than
+:func:`dialect_for` and :class:`Dialect`.
+"""
 
 from __future__ import annotations
 
