@@ -1,0 +1,501 @@
+"""The table is the truth: the ledger's entries are checked against the table before a skip,
+superseded inputs are taken back out, and the report's claims are verified in the table.
+
+:class:`TableTruthMixin` is the part of :class:`~airflow_bulkload.hooks.bulk_load.BulkLoadHook`
+that reconciles the chunk ledger with the table; the hook's loading path calls it before it
+skips a chunk.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import closing
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_bulkload.catalog import LedgerEntry, LoadRecord, TableRef
+from airflow_bulkload.exceptions import (
+    BulkLoadError,
+    InputAlreadyLoadedError,
+    LoadVerificationError,
+)
+from airflow_bulkload.s3io import open_s3_stream, parse_s3_uri, s3_client
+from airflow_bulkload.staging.manifest import ChunkSpec, read_manifest
+from airflow_bulkload.staging.planning import MANIFEST_NAME
+
+if TYPE_CHECKING:
+    from airflow.sdk.types import Logger
+
+    from airflow_bulkload.dialects import Dialect
+
+
+def _few(items: list[str], limit: int = 5) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """What one chunk load did; small enough for XCom."""
+
+    uri: str
+    rows: int
+    bytes: int
+    seconds: float
+    skipped: bool
+    method: str
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["rows_per_second"] = round(self.rows_per_second, 1)
+        return data
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """What the ledger check before a load did: chunks taken back out, stale entries dropped."""
+
+    withdrawn: list[ChunkResult]
+    stale: list[str]
+    empty_before: bool | None
+    warnings: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chunks": [r.uri for r in self.withdrawn],
+            "rows": sum(r.rows for r in self.withdrawn),
+            "stale": self.stale,
+            "empty_before": self.empty_before,
+            "warnings": self.warnings,
+        }
+
+
+class TableTruthMixin:
+    """Reconcile the chunk ledger with the table (see the module docstring)."""
+
+    if TYPE_CHECKING:
+        aws_conn_id: str | None
+
+        @property
+        def log(self) -> Logger: ...
+
+        @property
+        def dialect(self) -> Dialect: ...
+
+        def get_conn(self) -> Any: ...
+
+        def _primary_key(self, conn: Any, ref: TableRef) -> list[str]: ...
+
+    def _stale_reason(self, conn: Any, ref: TableRef, entry: LedgerEntry) -> str | None:
+        """Why the entry's rows are not (all) in the table any more, or ``None`` when they are.
+
+        With a key: its first and last key are looked up. Without: the table's generation
+        tells a TRUNCATE or re-create (then the table is empty) from inserts and deletes.
+        """
+        dialect = self.dialect
+        if entry.probe is not None:
+            probe = entry.probe
+            present = dialect.keys_present(conn, ref, probe.columns, [probe.first, probe.last])
+            if all(present):
+                return None
+            missing = [
+                k for k, ok in zip((probe.first, probe.last), present, strict=True) if not ok
+            ]
+            return f"{', '.join(probe.columns)} {' and '.join(map(str, missing))} not in the table"
+        generation = dialect.table_generation(conn, ref)
+        if entry.generation is None or generation is None or generation == entry.generation:
+            return None
+        if dialect.table_is_empty(conn, ref):
+            return "the table was emptied or re-created since (it is empty)"
+        raise BulkLoadError(
+            f"{ref} has no primary or unique key and was truncated, re-created or rebuilt since "
+            f"s3://…/{entry.chunk_key} loaded (generation {entry.generation} -> {generation}), "
+            "and it is not empty: whether that chunk's rows are still there cannot be told. "
+            "Run the pipeline's withdraw_superseded task (it compares row counts), or delete the "
+            "rows and the chunk's ledger entry by hand"
+        )
+
+    def _withdraw_stale(
+        self, conn: Any, ref: TableRef, entry: LedgerEntry, spec: ChunkSpec, reason: str | None
+    ) -> int:
+        """Drop a stale ledger entry, first taking out what is left of its rows (by key), so
+        the chunk's reload leaves each of its rows in the table once."""
+        dialect = self.dialect
+        self.log.warning(
+            "%s: the chunk ledger says load %s put %d rows into %s, but %s: the entry is stale; "
+            "loading the chunk again",
+            spec.uri,
+            entry.load_id,
+            entry.rows,
+            ref,
+            reason,
+        )
+        if entry.probe is not None and not dialect.table_is_empty(conn, ref):
+            with open_s3_stream(
+                spec.uri, aws_conn_id=self.aws_conn_id, compression=spec.compression
+            ) as stream:
+                deleted = dialect.withdraw_chunk(
+                    conn, ref, entry, spec, entry.probe.columns, stream, exact=False
+                )
+            if deleted:
+                self.log.warning(
+                    "%s: took out the %d of its rows still in %s before loading it again",
+                    spec.uri,
+                    deleted,
+                    ref,
+                )
+            return deleted
+        with dialect.transaction(conn):
+            dialect.claim_chunk(conn, ref, spec)
+            dialect.forget_chunk(conn, entry)
+        return 0
+
+    def withdraw_superseded_chunks(self, table: str, manifest_uri: str) -> list[ChunkResult]:
+        """:meth:`reconcile` without a reload; the chunks taken back out."""
+        return self.reconcile(table, manifest_uri).withdrawn
+
+    def reconcile(
+        self, table: str, manifest_uri: str, *, reload: bool = False, load_id: str = ""
+    ) -> Reconciliation:
+        """Make the chunk ledger agree with the table before the input at ``manifest_uri`` loads.
+
+        Staging puts every input of one load (DAG, table, data interval) under
+        ``<load prefix>/<fingerprint>/``. Here, in order:
+
+        1. *Superseded stagings*: ledger chunks under the load prefix but outside the current
+           fingerprint come from another input for the same date. When that input's load never
+           completed (a run failed and its input was corrected), its committed chunks are taken
+           back out, by key, so no row loads twice. When it completed (its report verified it),
+           the run is refused with :class:`InputAlreadyLoadedError` unless ``reload``: a second
+           input for a loaded date never silently replaces it.
+        2. ``reload``: the current input's chunks are taken back out too, so they load again.
+        3. *Stale entries*: each remaining entry of the current input counts only while its
+           rows are in the table (key probes; for a keyless table, its generation and row
+           count). A stale entry is dropped (what is left of its rows taken out) so the chunk
+           loads again.
+
+        A withdraw deletes exactly the rows the ledger says the chunk loaded (with ``reload``: at
+        most that many), or nothing (:class:`~airflow_bulkload.exceptions.WithdrawMismatchError`):
+        rows of another load that share the chunk's keys are never taken.
+        """
+        current = manifest_uri.rsplit("/", 1)[0] + "/"
+        bucket, current_key = parse_s3_uri(current)
+        load_key = current_key.rstrip("/").rsplit("/", 1)[0] + "/"
+        dialect = self.dialect
+        s3 = s3_client(self.aws_conn_id)
+        withdrawn: list[ChunkResult] = []
+        stale: list[str] = []
+        with closing(self.get_conn()) as conn:
+            dialect.ensure_state_schema(conn)
+            ref = dialect.qualified_name(conn, dialect.table_ref(table))
+            entries = dialect.ledger_entries(conn, ref, load_key)
+            superseded = [e for e in entries if not e.chunk_key.startswith(current_key)]
+            mine = [e for e in entries if e.chunk_key.startswith(current_key)]
+            if superseded:
+                prefixes = sorted({e.chunk_key.rsplit("/", 1)[0] + "/" for e in superseded})
+                if not reload:
+                    self._refuse_loaded_input(conn, ref, bucket, prefixes, current_key)
+                key_columns = self._withdraw_key(conn, ref, superseded, bucket)
+                for entry in superseded:
+                    withdrawn.append(
+                        self._withdraw(conn, ref, entry, bucket, key_columns, s3, exact=not reload)
+                    )
+                with dialect.transaction(conn):
+                    for prefix in prefixes:
+                        dialect.delete_load_records(conn, ref, prefix)
+            if reload and mine:
+                key_columns = self._withdraw_key(conn, ref, mine, bucket)
+                for entry in mine:
+                    withdrawn.append(
+                        self._withdraw(conn, ref, entry, bucket, key_columns, s3, exact=False)
+                    )
+                mine = []
+            if mine:
+                manifest = read_manifest(s3, manifest_uri)
+                specs = {c.key: c for c in manifest.chunks} if manifest else {}
+                for entry, reason in self._stale_entries(conn, ref, mine):
+                    spec = specs.get(entry.chunk_key)
+                    if spec is None:  # not in this manifest (cannot happen): nothing to reload
+                        continue
+                    self._withdraw_stale(conn, ref, entry, spec, reason)
+                    stale.append(spec.uri)
+            record = dialect.read_load_record(conn, ref, current_key)
+            if reload:
+                record = None
+            only_this_input = self._holds_only_this_input(conn, ref, current_key, record)
+            if record is None or record.empty_before != only_this_input:
+                record = LoadRecord(
+                    str(ref),
+                    current_key,
+                    load_id or (record.load_id if record else ""),
+                    empty_before=only_this_input,
+                    verified=bool(record and record.verified),
+                )
+                with dialect.transaction(conn):
+                    dialect.write_load_record(conn, record)
+            warnings = self._same_input_elsewhere(conn, ref, current_key, load_key)
+        return Reconciliation(withdrawn, stale, record.empty_before, warnings)
+
+    def _holds_only_this_input(
+        self, conn: Any, ref: TableRef, current_key: str, record: LoadRecord | None
+    ) -> bool:
+        """Whether the table held nothing but this input's rows when its load began.
+
+        Only then may the report check the table's row count against the input's. The answer
+        is taken anew at every run of the date, under the table claim: a table that was empty
+        when a date first loaded holds other dates' rows once they load after it (their ledger
+        entries say so), and then the date's rows are checked by key probes alone.
+        """
+        dialect = self.dialect
+        mine = dialect.ledger_entries(conn, ref, current_key)
+        if not mine:
+            return dialect.table_is_empty(conn, ref)
+        if record is None or not record.empty_before:
+            return False
+        return dialect.ledger_rows(conn, ref) == sum(e.rows for e in mine)
+
+    def _refuse_loaded_input(
+        self, conn: Any, ref: TableRef, bucket: str, prefixes: list[str], current_key: str
+    ) -> None:
+        """Refuse to take back a staged input that loaded completely, or that cannot be told.
+
+        An input whose load was verified, or whose ledger entries carry no load record (a
+        ledger of an earlier release), is replaced only when the author asks (``reload``); an
+        unverified input is a failed attempt whose input was corrected, and is taken back.
+        """
+        for prefix in prefixes:
+            record = self.dialect.read_load_record(conn, ref, prefix)
+            if record is None:
+                raise InputAlreadyLoadedError(
+                    f"this date has rows in {ref} from another input (staged at "
+                    f"s3://{bucket}/{prefix}) with no record of whether that load completed, "
+                    f"and this run's input differs (staged at s3://{bucket}/{current_key}). "
+                    "Nothing was changed. To replace the date's rows with this input, run "
+                    "again with reload=True (the example DAGs' 'reload' Param)"
+                )
+            if record.verified:
+                raise InputAlreadyLoadedError(
+                    f"this date was already loaded into {ref} from another input (staged at "
+                    f"s3://{bucket}/{prefix}, load {record.load_id}, verified), and this run's "
+                    f"input differs (staged at s3://{bucket}/{current_key}). Nothing was changed. "
+                    "To replace the date's rows with this input, run again with reload=True "
+                    "(the example DAGs' 'reload' Param); to add the input, load it under its "
+                    "own run or DAG"
+                )
+
+    def _withdraw_key(
+        self, conn: Any, ref: TableRef, entries: list[LedgerEntry], bucket: str
+    ) -> list[str]:
+        probes = {tuple(e.probe.columns) for e in entries if e.probe is not None}
+        if len(probes) == 1:
+            return list(next(iter(probes)))
+        key = self._primary_key(conn, ref)
+        if key:
+            return key
+        raise BulkLoadError(
+            f"{ref} has no primary key, so the rows of {len(entries)} chunk(s) an "
+            "earlier attempt of this load committed from a since-replaced staging "
+            f"(e.g. s3://{bucket}/{entries[0].chunk_key}) cannot be told apart: "
+            "delete them by hand, then their rows in the chunk ledger"
+        )
+
+    def _stale_entries(
+        self, conn: Any, ref: TableRef, entries: list[LedgerEntry]
+    ) -> list[tuple[LedgerEntry, str]]:
+        """The entries whose rows are not all in the table, with why.
+
+        A keyless table whose generation changed (TRUNCATE, re-create, VACUUM FULL, CLUSTER,
+        OPTIMIZE TABLE) is judged as a whole: empty means its rows are gone; holding at least
+        the rows these entries loaded means it was rebuilt with them (the entries take the new
+        generation); fewer is refused, since which chunks lost rows cannot be told.
+        """
+        dialect = self.dialect
+        stale: list[tuple[LedgerEntry, str]] = []
+        keyless: list[LedgerEntry] = []
+        for entry in entries:
+            if entry.probe is not None:
+                reason = self._stale_reason(conn, ref, entry)
+                if reason is not None:
+                    stale.append((entry, reason))
+            else:
+                keyless.append(entry)
+        generation = dialect.table_generation(conn, ref) if keyless else None
+        changed = [e for e in keyless if e.generation and generation and e.generation != generation]
+        if not changed or generation is None:
+            return stale
+        if dialect.table_is_empty(conn, ref):
+            reason = "the table was emptied or re-created since (it is empty)"
+            return stale + [(e, reason) for e in changed]
+        in_table = dialect.count_rows(conn, ref)
+        expected = sum(e.rows for e in keyless)
+        if in_table < expected:
+            raise BulkLoadError(
+                f"{ref} has no primary or unique key and was truncated, re-created or rebuilt "
+                f"since {len(changed)} chunk(s) of this input loaded; it now holds {in_table} "
+                f"rows, fewer than the {expected} this input's chunks loaded, so which chunks "
+                "lost rows cannot be told. Delete the rows of this input yourself (or TRUNCATE "
+                "the table), then run again: an empty table reloads every chunk"
+            )
+        self.log.info(
+            "%s was rebuilt since %d chunk(s) loaded (VACUUM FULL, CLUSTER or OPTIMIZE TABLE) "
+            "and holds %d rows, at least the %d they loaded: their ledger entries stand",
+            ref,
+            len(changed),
+            in_table,
+            expected,
+        )
+        with dialect.transaction(conn):
+            for entry in changed:
+                dialect.set_chunk_generation(conn, entry, generation)
+        return stale
+
+    def _same_input_elsewhere(
+        self, conn: Any, ref: TableRef, current_key: str, load_key: str
+    ) -> list[str]:
+        """A keyless table has nothing to reject a second copy of the same input with: say so
+        when the same input (same fingerprint) was loaded by another DAG or date."""
+        if self._primary_key(conn, ref):
+            return []
+        fingerprint = current_key.rstrip("/").rsplit("/", 1)[-1]
+        elsewhere = sorted(
+            {
+                e.chunk_key.rsplit("/", 1)[0]
+                for e in self.dialect.ledger_entries(conn, ref, "")
+                if f"/{fingerprint}/" in f"/{e.chunk_key}" and not e.chunk_key.startswith(load_key)
+            }
+        )
+        if not elsewhere:
+            return []
+        warning = (
+            f"{ref} has no primary key, and the same input (fingerprint {fingerprint}) was "
+            f"already loaded into it under {', '.join(elsewhere[:3])}: the ledger tells loads "
+            "apart by DAG, table and date, so this load adds its rows again. Stop the run if "
+            "that is not what you want"
+        )
+        self.log.warning("%s", warning)
+        return [warning]
+
+    def _withdraw(
+        self,
+        conn: Any,
+        table: TableRef,
+        entry: LedgerEntry,
+        bucket: str,
+        key_columns: list[str],
+        s3: Any,
+        *,
+        exact: bool = True,
+    ) -> ChunkResult:
+        """Take one chunk back out. ``exact``: exactly the rows the ledger says it loaded;
+        otherwise (a reload asked for by the author) at most that many: what is left of them."""
+        started = time.monotonic()
+        uri = f"s3://{bucket}/{entry.chunk_key}"
+        manifest = read_manifest(s3, uri.rsplit("/", 1)[0] + "/" + MANIFEST_NAME)
+        spec = next((c for c in manifest.chunks if c.uri == uri), None) if manifest else None
+        if spec is None:
+            raise BulkLoadError(
+                f"{uri} was loaded into {table} by an earlier attempt of this load from a staging "
+                "that has since been replaced, and its manifest is gone: its rows cannot be "
+                "identified to take them back"
+            )
+        with open_s3_stream(
+            uri, aws_conn_id=None, compression=spec.compression, client=s3
+        ) as stream:
+            deleted = self.dialect.withdraw_chunk(
+                conn, table, entry, spec, key_columns, stream, exact=exact
+            )
+        self.log.info("%s: took its %d rows back out of %s", uri, deleted, table)
+        return ChunkResult(uri, deleted, entry.bytes, time.monotonic() - started, False, "withdraw")
+
+    def verify_load(self, table: str, manifest_uri: str, *, load_id: str = "") -> dict[str, Any]:
+        """Check that the rows the load claims are in ``table``; raise
+        :class:`~airflow_bulkload.exceptions.LoadVerificationError` with the numbers otherwise.
+
+        Every chunk of the manifest must have its ledger entry (rows as the manifest says); a
+        chunk with a key must have its first and last key in the table (two index lookups);
+        when the table was empty before the load, its row count must equal the input's. A
+        keyless table that held rows before can only be checked to hold at least the input's
+        rows. On success the load is recorded as verified (see :meth:`reconcile`).
+        """
+        s3 = s3_client(self.aws_conn_id)
+        manifest = read_manifest(s3, manifest_uri)
+        if manifest is None:
+            raise LoadVerificationError(f"{manifest_uri}: the manifest is gone; nothing to verify")
+        current_key = parse_s3_uri(manifest_uri.rsplit("/", 1)[0] + "/")[1]
+        dialect = self.dialect
+        problems: list[str] = []
+        checks: list[str] = []
+        expected = manifest.total_rows
+        found: int | None = None
+        with closing(self.get_conn()) as conn:
+            dialect.ensure_state_schema(conn)
+            ref = dialect.qualified_name(conn, dialect.table_ref(table))
+            entries = {e.chunk_key: e for e in dialect.ledger_entries(conn, ref, current_key)}
+            unrecorded = [c.uri for c in manifest.chunks if c.key not in entries]
+            if unrecorded:
+                problems.append(f"{len(unrecorded)} chunk(s) never committed: {_few(unrecorded)}")
+            miscounted = [
+                f"{c.uri} ({entries[c.key].rows} rows, manifest {c.rows})"
+                for c in manifest.chunks
+                if c.key in entries and c.rows is not None and entries[c.key].rows != c.rows
+            ]
+            if miscounted:
+                problems.append(f"chunks whose rows differ from the manifest: {_few(miscounted)}")
+            probed = [(c, entries[c.key]) for c in manifest.chunks if c.key in entries]
+            probed = [(c, e) for c, e in probed if e.probe is not None]
+            missing: list[str] = []
+            for chunk, entry in probed:
+                reason = self._stale_reason(conn, ref, entry)
+                if reason is not None:
+                    missing.append(f"{chunk.uri} ({reason})")
+            if probed:
+                checks.append(f"first and last key of {len(probed)} chunk(s) found")
+            if missing:
+                problems.append(f"rows missing from the table: {_few(missing)}")
+            record = dialect.read_load_record(conn, ref, current_key)
+            empty_before = bool(record and record.empty_before)
+            if empty_before:
+                found = dialect.count_rows(conn, ref)
+                checks.append("row count equals the input's (the table was empty before)")
+                if found != expected:
+                    problems.append(
+                        f"the table was empty before the load and holds {found} rows, "
+                        f"but the input has {expected}"
+                    )
+            elif len(probed) < len(manifest.chunks):
+                found = dialect.count_rows(conn, ref)
+                checks.append("row count at least the input's (no key to probe)")
+                if found < expected:
+                    problems.append(
+                        f"the table holds {found} rows, fewer than the input's {expected}"
+                    )
+            if problems:
+                raise LoadVerificationError(
+                    f"{ref} does not hold what this load claims (expected {expected} rows"
+                    + (f", found {found}" if found is not None else "")
+                    + "): "
+                    + "; ".join(problems)
+                )
+            with dialect.transaction(conn):
+                dialect.write_load_record(
+                    conn,
+                    LoadRecord(
+                        str(ref),
+                        current_key,
+                        record.load_id if record and not load_id else load_id,
+                        empty_before=empty_before,
+                        verified=True,
+                    ),
+                )
+        return {
+            "verified": True,
+            "checks": checks,
+            "rows_expected": expected,
+            "rows_in_table": found,
+            "sources": manifest.sources,
+            "input_empty": expected == 0,
+        }
