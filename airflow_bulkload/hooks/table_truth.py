@@ -195,15 +195,22 @@ class TableTruthMixin:
             entries = dialect.ledger_entries(conn, ref, load_key)
             superseded = [e for e in entries if not e.chunk_key.startswith(current_key)]
             mine = [e for e in entries if e.chunk_key.startswith(current_key)]
+            if reload:
+                superseded += self._same_input_under_other_dates(conn, ref, current_key, load_key)
             if superseded:
                 prefixes = sorted({e.chunk_key.rsplit("/", 1)[0] + "/" for e in superseded})
                 if not reload:
                     self._refuse_loaded_input(conn, ref, bucket, prefixes, current_key)
-                key_columns = self._withdraw_key(conn, ref, superseded, bucket)
-                for entry in superseded:
-                    withdrawn.append(
-                        self._withdraw(conn, ref, entry, bucket, key_columns, s3, exact=not reload)
-                    )
+                if dialect.table_is_empty(conn, ref):
+                    self._forget_gone(conn, ref, superseded, "the table is empty")
+                else:
+                    key_columns = self._withdraw_key(conn, ref, superseded, bucket)
+                    for entry in superseded:
+                        withdrawn.append(
+                            self._withdraw(
+                                conn, ref, entry, bucket, key_columns, s3, exact=not reload
+                            )
+                        )
                 with dialect.transaction(conn):
                     for prefix in prefixes:
                         dialect.delete_load_records(conn, ref, prefix)
@@ -239,6 +246,37 @@ class TableTruthMixin:
                     dialect.write_load_record(conn, record)
             warnings = self._same_input_elsewhere(conn, ref, current_key, load_key)
         return Reconciliation(withdrawn, stale, record.empty_before, warnings)
+
+    def _forget_gone(
+        self, conn: Any, ref: TableRef, entries: list[LedgerEntry], reason: str
+    ) -> None:
+        """Drop ledger entries whose rows are all gone from the table: nothing to take back."""
+        dialect = self.dialect
+        self.log.warning(
+            "%s: %s, so the %d ledger entr(ies) of an earlier input hold no rows there any more "
+            "(a restore or a person emptied it): dropping them, nothing to take back",
+            ref,
+            reason,
+            len(entries),
+        )
+        with dialect.transaction(conn):
+            for entry in entries:
+                dialect.forget_chunk(conn, entry)
+
+    def _same_input_under_other_dates(
+        self, conn: Any, ref: TableRef, current_key: str, load_key: str
+    ) -> list[LedgerEntry]:
+        """Chunks of this very input (same fingerprint) that this DAG loaded into the table
+        under another data interval: a reload from the UI with a time of day reads the same
+        files, and replaces their rows too rather than loading them a second time."""
+        fingerprint = current_key.rstrip("/").rsplit("/", 1)[-1]
+        table_key = load_key.rstrip("/").rsplit("/", 1)[0] + "/"
+        return [
+            e
+            for e in self.dialect.ledger_entries(conn, ref, table_key)
+            if not e.chunk_key.startswith(load_key)
+            and e.chunk_key.rsplit("/", 2)[-2] == fingerprint
+        ]
 
     def _holds_only_this_input(
         self, conn: Any, ref: TableRef, current_key: str, record: LoadRecord | None
@@ -308,10 +346,14 @@ class TableTruthMixin:
     ) -> list[tuple[LedgerEntry, str]]:
         """The entries whose rows are not all in the table, with why.
 
+        Entries with a key are probed one by one. Keyless entries are judged as a whole: an
+        empty table holds none of their rows, whatever emptied it (TRUNCATE, re-create, DELETE).
         A keyless table whose generation changed (TRUNCATE, re-create, VACUUM FULL, CLUSTER,
-        OPTIMIZE TABLE) is judged as a whole: empty means its rows are gone; holding at least
-        the rows these entries loaded means it was rebuilt with them (the entries take the new
-        generation); fewer is refused, since which chunks lost rows cannot be told.
+        OPTIMIZE TABLE) is counted: its rows less those that other loads put in since (their
+        entries carry the new generation) must hold what these entries loaded, and then it was
+        rebuilt with them (the entries take the new generation); none left means the chunks'
+        rows are gone (they reload); some but fewer is refused, since which chunks lost rows
+        cannot be told.
         """
         dialect = self.dialect
         stale: list[tuple[LedgerEntry, str]] = []
@@ -323,29 +365,53 @@ class TableTruthMixin:
                     stale.append((entry, reason))
             else:
                 keyless.append(entry)
-        generation = dialect.table_generation(conn, ref) if keyless else None
+        if not keyless:
+            return stale
+        if dialect.table_is_empty(conn, ref):
+            reason = "the table is empty (truncated, re-created or emptied since)"
+            return stale + [(e, reason) for e in keyless]
+        generation = dialect.table_generation(conn, ref)
         changed = [e for e in keyless if e.generation and generation and e.generation != generation]
         if not changed or generation is None:
             return stale
-        if dialect.table_is_empty(conn, ref):
-            reason = "the table was emptied or re-created since (it is empty)"
-            return stale + [(e, reason) for e in changed]
         in_table = dialect.count_rows(conn, ref)
-        expected = sum(e.rows for e in keyless)
-        if in_table < expected:
+        mine = {e.chunk_key for e in entries}
+        changed_keys = {e.chunk_key for e in changed}
+        theirs = sum(
+            e.rows
+            for e in dialect.ledger_entries(conn, ref, "")
+            if e.chunk_key not in mine and e.generation == generation
+        )
+        unchanged = sum(e.rows for e in keyless if e.chunk_key not in changed_keys)
+        left = in_table - theirs - unchanged
+        expected = sum(e.rows for e in changed)
+        if left <= 0:
+            reason = (
+                f"the table was truncated or re-created since, and its {in_table} rows are those "
+                "other loads put in after that"
+            )
+            return stale + [(e, reason) for e in changed]
+        if left < expected:
             raise BulkLoadError(
                 f"{ref} has no primary or unique key and was truncated, re-created or rebuilt "
                 f"since {len(changed)} chunk(s) of this input loaded; it now holds {in_table} "
-                f"rows, fewer than the {expected} this input's chunks loaded, so which chunks "
-                "lost rows cannot be told. Delete the rows of this input yourself (or TRUNCATE "
-                "the table), then run again: an empty table reloads every chunk"
+                "rows"
+                + (
+                    f" ({theirs + unchanged} of them other loads', which leaves {left})"
+                    if theirs + unchanged
+                    else ""
+                )
+                + f", fewer than the {expected} these chunks loaded, so which chunks lost rows "
+                "cannot be told. Delete the rows of this input yourself (or TRUNCATE the table), then run "
+                "again: an empty table reloads every chunk"
             )
         self.log.info(
             "%s was rebuilt since %d chunk(s) loaded (VACUUM FULL, CLUSTER or OPTIMIZE TABLE) "
-            "and holds %d rows, at least the %d they loaded: their ledger entries stand",
+            "and holds %d rows besides other loads', at least the %d they loaded: their ledger "
+            "entries stand",
             ref,
             len(changed),
-            in_table,
+            left,
             expected,
         )
         with dialect.transaction(conn):
@@ -458,7 +524,17 @@ class TableTruthMixin:
                 problems.append(f"rows missing from the table: {_few(missing)}")
             record = dialect.read_load_record(conn, ref, current_key)
             empty_before = bool(record and record.empty_before)
-            if empty_before:
+            every_chunk_probed = bool(probed) and len(probed) == len(manifest.chunks)
+            if empty_before and every_chunk_probed:
+                # a key makes doubles impossible: rows beyond the input's were added by others
+                found = dialect.count_rows(conn, ref)
+                checks.append("row count at least the input's (the table was empty before)")
+                if found < expected:
+                    problems.append(
+                        f"the table was empty before the load and holds {found} rows, "
+                        f"fewer than the input's {expected}"
+                    )
+            elif empty_before:
                 found = dialect.count_rows(conn, ref)
                 checks.append("row count equals the input's (the table was empty before)")
                 if found != expected:

@@ -7,6 +7,9 @@ spilling to ``temp_directory`` within ``memory_limit``.
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -195,6 +198,29 @@ def _file_header(con: Any, path: Path, fmt: FileFormat, names: Mapping[str, str]
     return [str(row[0]) for row in described]
 
 
+def _refuse_repeated_names(path: Path, fmt: FileFormat, names: Mapping[str, str]) -> None:
+    """A header naming a column twice cannot be mapped by name (DuckDB would invent a name)."""
+    with path.open("rb") as raw:
+        opened: Any = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == b"\x1f\x8b" else raw
+        with io.TextIOWrapper(opened, encoding=fmt.python_encoding, errors="replace") as text:
+            escape = fmt.effective_escape
+            reader = csv.reader(
+                text,
+                delimiter=fmt.delimiter,
+                quotechar=fmt.quote,
+                doublequote=escape == fmt.quote,
+                escapechar=None if escape == fmt.quote else escape,
+            )
+            header = [name.lstrip("\ufeff") for name in next(reader, [])]
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        raise InputFormatError(
+            f"{names.get(str(path), str(path))}: the header names column(s) {repeated} more than "
+            f"once ({header}): columns are mapped by name, so each name must be unique; rename "
+            "them in the file"
+        )
+
+
 def _source_by_header(
     con: Any,
     paths: Sequence[Path],
@@ -211,6 +237,8 @@ def _source_by_header(
     """
     if not fmt.header:
         return read_csv_sql(paths, fmt, columns or detected)
+    for path in paths:
+        _refuse_repeated_names(path, fmt, names)
     headers = {path: _file_header(con, path, fmt, names) for path in paths if path.stat().st_size}
     if not headers:
         return read_csv_sql(paths, fmt, columns or detected)
