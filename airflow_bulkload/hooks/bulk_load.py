@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
@@ -32,12 +33,15 @@ from airflow_bulkload.s3io import (
     s3_region,
 )
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, read_manifest
-from airflow_bulkload.staging.origin import SourceLine, find_record, read_record
+from airflow_bulkload.staging.origin import SourceLine, find_record, read_record, record_with_key
 from airflow_bulkload.staging.planning import MANIFEST_NAME
 from airflow_bulkload.staging.sources import open_source
 from airflow_bulkload.table_state import primary_key_of_snapshot
 
 LOAD_METHODS = ("client", "rds_s3", "aurora_s3")
+
+#: MySQL's duplicate-key message (no line: the key value, its parts joined by "-")
+_DUPLICATE_ENTRY = re.compile(r"Duplicate entry '(?P<value>.*)' for key")
 
 
 def probe_of(spec: ChunkSpec) -> KeyProbe | None:
@@ -134,7 +138,7 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
                 table, spec, method, load_id, columns, fmt, max_concurrent_loads, slot_wait_timeout
             )
         except ChunkLoadError as exc:
-            raise self._at_source(spec, exc) from exc
+            raise self._at_source(table, spec, exc) from exc
 
     def _load_chunk(
         self,
@@ -207,32 +211,40 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
         )
         return result
 
-    def _at_source(self, spec: ChunkSpec, error: ChunkLoadError) -> ChunkLoadError:
+    def _at_source(self, table: str, spec: ChunkSpec, error: ChunkLoadError) -> ChunkLoadError:
         """The error as the user can act on it: the input file and line of the bad record.
 
-        The chunk's line is kept beside it. Any failure to trace the record (the input moved,
-        an old manifest, the search budget spent) leaves the error as it was.
+        The record is the one at the error's line, or, for a duplicate key the server names
+        without a line (MySQL), the chunk's record with that key. The chunk's own place is kept
+        beside it. Any failure to trace the record (the input moved, an old manifest, the search
+        budget spent) leaves the error as it was.
         """
-        if error.line is None or error.source != spec.uri or not spec.uri.startswith("s3://"):
+        duplicate = _DUPLICATE_ENTRY.search(error.reason) if error.line is None else None
+        if error.source != spec.uri or not spec.uri.startswith("s3://"):
             return error
+        if error.line is None and duplicate is None:
+            return error
+        key = duplicate.group("value") if duplicate else None
         try:
-            found = self._find_source_line(spec, error.line)
+            key_columns = spec.key_columns or (self.primary_key(table) if key else [])
+            found = self._find_source_line(spec, error.line, key, key_columns)
         except Exception as exc:  # tracing is a courtesy: never hide the load's own error
-            self.log.warning(
-                "could not trace %s line %d to its input: %s", spec.uri, error.line, exc
-            )
+            self.log.warning("could not trace an error of %s to its input: %s", spec.uri, exc)
             return error
         if found is None:
             return error
+        staged = f"line {error.line}" if error.line is not None else f"key {key}"
         return ChunkLoadError(
             found.source,
-            f"{error.reason} [staged as {spec.uri}, line {error.line}]",
+            f"{error.reason} [staged as {spec.uri}, {staged}]",
             line=found.line,
             column=error.column,
             expected=error.expected,
         )
 
-    def _find_source_line(self, spec: ChunkSpec, line: int) -> SourceLine | None:
+    def _find_source_line(
+        self, spec: ChunkSpec, line: int | None, key: str | None, key_columns: list[str]
+    ) -> SourceLine | None:
         s3 = s3_client(self.aws_conn_id)
         manifest = read_manifest(s3, spec.uri.rsplit("/", 1)[0] + "/" + MANIFEST_NAME)
         if manifest is None or not manifest.sources or not manifest.source_format:
@@ -240,12 +252,20 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
         with open_s3_stream(
             spec.uri, aws_conn_id=None, compression=spec.compression, client=s3
         ) as stream:
-            record = read_record(
-                stream,  # type: ignore[arg-type]
-                spec.format,
-                line,
-                counts_lines=self.dialect.load_errors_count_lines,
-            )
+            if line is not None:
+                record = read_record(
+                    stream,  # type: ignore[arg-type]
+                    spec.format,
+                    line,
+                    counts_lines=self.dialect.load_errors_count_lines,
+                )
+            else:
+                record = record_with_key(
+                    stream,  # type: ignore[arg-type]
+                    spec.format,
+                    [(manifest.columns or []).index(c) for c in key_columns],
+                    key or "",
+                )
         if record is None:
             return None
         return find_record(

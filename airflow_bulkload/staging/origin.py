@@ -91,6 +91,29 @@ def read_record(
     return None
 
 
+def record_with_key(
+    raw: BinaryIO, fmt: FileFormat, key_positions: Sequence[int], value: str
+) -> list[str] | None:
+    """The first record of a chunk whose key fields, joined by ``-``, read ``value``.
+
+    That is how MySQL names a duplicate key (``Duplicate entry '4-2020-01-01' for key …``).
+    """
+    if not key_positions:
+        return None
+    csv.field_size_limit(max(csv.field_size_limit(), 64 * 1024 * 1024))
+    with _text(raw, codecs.lookup(fmt.python_encoding).name) as text:
+        reader = _reader(text, fmt)
+        if fmt.header:
+            next(reader, None)
+        for fields in reader:
+            if (
+                len(fields) > max(key_positions)
+                and "-".join(fields[i] for i in key_positions) == value
+            ):
+                return fields
+    return None
+
+
 def _same(staged: str, source: str, staged_null: str, source_null: str) -> bool:
     if staged == source:
         return True
