@@ -24,7 +24,6 @@ from benchmarks.datasets import Dataset
 from tests.harness import ServerSettings, TestDatabase
 
 TABLE = "bench"
-CSV = FileFormat(format="csv", header=True)
 #: what the streamed loads send: CSV rows, the parts' headers already dropped
 CSV_BODY = FileFormat(format="csv", header=False)
 #: stands for the FIFO in MySQL's streamed LOAD DATA LOCAL (``stream_load.py`` fills it in)
@@ -122,10 +121,6 @@ class Engine:
         one after another, the statements of a phase in parallel sessions."""
         raise NotImplementedError
 
-    def load_statement(self, dataset: Dataset, path: Path) -> tuple[str, Path | None]:
-        """One-session load of a CSV file: the statement and what to feed the client's stdin."""
-        raise NotImplementedError
-
     def client_argv(self, db: TestDatabase) -> list[str]:
         raise NotImplementedError
 
@@ -178,10 +173,6 @@ class Postgres(Engine):
         builds += [self._create_index(cols) for cols in dataset.index_columns]
         return [builds, [attach]]
 
-    def load_statement(self, dataset: Dataset, path: Path) -> tuple[str, Path | None]:
-        copy = copy_from_stdin(TableRef(TABLE), dataset.columns, CSV)
-        return copy.as_string(None), path
-
     def stream_statement(self, dataset: Dataset) -> str:
         return copy_from_stdin(TableRef(TABLE), dataset.columns, CSV_BODY).as_string(None)
 
@@ -223,9 +214,6 @@ class MySql(Engine):
         # Adding the primary key rebuilds the (clustered) table, so it goes first and alone.
         pk = f"ALTER TABLE {quote_identifier(TABLE)} ADD PRIMARY KEY ({quote_identifier(dataset.columns[0])})"
         return [[pk], [self._add_index(cols) for cols in dataset.index_columns]]
-
-    def load_statement(self, dataset: Dataset, path: Path) -> tuple[str, Path | None]:
-        return local_infile_sql(str(path), TableRef(TABLE), dataset.columns, CSV), None
 
     def stream_statement(self, dataset: Dataset) -> str:
         return local_infile_sql(FIFO_PLACEHOLDER, TableRef(TABLE), dataset.columns, CSV_BODY)
