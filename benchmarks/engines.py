@@ -248,7 +248,8 @@ def _resize_buffer_pool(cur: Any, size: int, timeout: float = 600.0) -> int:
         cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_resize_status'")
         row = cur.fetchone()
         status = str(row[1]) if row else ""
-        # MariaDB reports "Completed resizing buffer pool ..." (or nothing) once it is done
+        # MariaDB 10.11 resizes within the statement (the status stays empty); servers that
+        # resize in the background report progress here until "Completed resizing ..."
         if not status or status.startswith("Completed") or "not needed" in status:
             return _global_int(cur, "innodb_buffer_pool_size")
         if time.monotonic() > deadline:
