@@ -43,6 +43,7 @@ tests/harness.py (``BULKLOAD_TEST_PG_HOST`` etc.).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import signal
@@ -284,6 +285,7 @@ def terminate_as_exit() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     configure_process_environment()
+    logging.getLogger("botocore").setLevel(logging.WARNING)  # keep stdout to the results
     work = Path(args.work or tempfile.mkdtemp(prefix="bulkload-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     moto: MotoProcess | None = None
