@@ -30,7 +30,8 @@ format: install
 lock:
 	uv pip compile pyproject.toml --extra dev --python-version 3.11 -o requirements/lock.txt
 
-# Benchmark: naive vs pipeline vs peers vs floor (see benchmarks/run.py).
+# Benchmark: naive vs pipeline vs peers vs floor, all reading gzip parts from S3 (see
+# benchmarks/run.py); BENCH_ARGS="--scaling 1000000,10000000,50000000" for the scaling series.
 ENGINE ?= postgres
 ROWS ?= 10000000
 BENCH_ARGS ?=

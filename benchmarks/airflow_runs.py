@@ -1,5 +1,6 @@
-"""Running generated DAG files with ``airflow dags test`` on a throwaway Airflow home and a moto
-S3 server in this process (the way ``scripts/demo.py`` runs the example DAG)."""
+"""Running generated DAG files with ``airflow dags test`` on a throwaway Airflow home, against the
+benchmark's moto S3 server (the way ``scripts/demo.py`` runs the example DAG). Used for the
+S3ToSqlOperator slice, a single task; the pipeline runs on a real scheduler (``cluster.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.harness import MotoServer, configure_process_environment, free_port
+from tests.harness import MotoServer, configure_process_environment
 
 LOGICAL_DATE = "2026-01-02"
 
@@ -26,22 +27,14 @@ class DagRun:
 
 
 class AirflowSandbox:
-    """A throwaway AIRFLOW_HOME (SQLite, its own dags folder) and a moto S3 server."""
+    """A throwaway AIRFLOW_HOME (SQLite, its own dags folder) whose ``aws_default`` is ``moto``."""
 
-    def __init__(self, work: Path) -> None:
-        import logging
-
-        from moto.server import ThreadedMotoServer
-
-        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's access log
+    def __init__(self, work: Path, moto: MotoServer) -> None:
         self.dags = work / "dags"
         self.dags.mkdir(parents=True, exist_ok=True)
         os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(self.dags)
         self.home = configure_process_environment()
-        port = free_port()
-        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        self._server.start()
-        self.moto = MotoServer(f"http://127.0.0.1:{port}")
+        self.moto = moto
         os.environ["AIRFLOW_CONN_AWS_DEFAULT"] = self.moto.airflow_conn()
         self._migrated = False
 
@@ -95,4 +88,4 @@ class AirflowSandbox:
         return {task: (end - start) * 86400.0 for task, start, end in rows}
 
     def close(self) -> None:
-        self._server.stop()
+        """Nothing to stop: the moto server belongs to the caller."""

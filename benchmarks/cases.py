@@ -1,97 +1,143 @@
-"""The benchmark's cases. Each loads the same file into a freshly created table in a fresh
-database and returns how long the timed part took; ``run.py`` verifies the table afterwards."""
+"""The benchmark's cases. Each loads the same input (gzip CSV parts in the moto S3 server) into a
+freshly created table in a fresh database and returns how long the timed part took; ``run.py``
+verifies the table afterwards."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from benchmarks.airflow_runs import AirflowSandbox
+from benchmarks.cluster import BenchCluster, ScheduledRun, start_cluster, wait_seconds
 from benchmarks.datasets import Dataset
 from benchmarks.engines import TABLE, Engine, connection_uri, duckdb_checksum
-from benchmarks.summary import parse_report_line, stages_from_report
+from benchmarks.s3data import MotoProcess, S3Input, download, stream_part
+from benchmarks.stream_load import spec_for
+from benchmarks.summary import stages_from_report
 from tests.harness import TestDatabase
 
 PIPELINE_MODULES = ("airflow_bulkload.pipeline", "airflow_bulkload.operators.table")
+STAGING_BUCKET = "bench-staging"
+#: what the local copies are named: mariadb-import takes the table name from the file name
+LOCAL_PART = f"{TABLE}.{{n:03d}}.csv"
+LOCAL_NOTE = "local gunzipped copy of the parts (cannot read S3)"
 
 
 class CaseUnavailable(Exception):
     """The case cannot run here (a tool is not installed, a module not there yet)."""
 
 
+class Services:
+    """What serves every case and size of one run: the moto S3 server, and, started at first
+    use, the Airflow deployment (the pipeline) and a ``dags test`` home (the S3ToSql slice)."""
+
+    def __init__(self, work: Path, moto: MotoProcess, airflow_parallelism: int) -> None:
+        self.work = work
+        self.moto = moto
+        self.airflow_parallelism = airflow_parallelism
+        self._sandbox: AirflowSandbox | None = None
+        self._cluster: BenchCluster | None = None
+
+    @property
+    def sandbox(self) -> AirflowSandbox:
+        if self._sandbox is None:
+            self._sandbox = AirflowSandbox(self.work / "airflow", self.moto.server)
+        return self._sandbox
+
+    @property
+    def cluster(self) -> BenchCluster:
+        if self._cluster is None:
+            print("starting Airflow (api-server, scheduler, dag-processor) ...", file=sys.stderr)
+            env = dict(os.environ) | {"AIRFLOW_CONN_AWS_DEFAULT": self.moto.server.airflow_conn()}
+            self._cluster = start_cluster(self.work / "cluster", env, self.airflow_parallelism)
+        return self._cluster
+
+    def pids(self) -> set[int]:
+        """Their processes (no case's memory): moto's and the Airflow services'."""
+        pids = {self.moto.pid}
+        if self._cluster is not None:
+            pids |= {proc.pid for proc in self._cluster.procs.values()}
+        return pids
+
+    def close(self) -> None:
+        if self._cluster is not None:
+            self._cluster.stop()
+            self._cluster = None
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+
+
 @dataclass
 class Bench:
-    """Everything a case needs: the engine, the input and where to work."""
+    """Everything a case needs: the engine, the input in S3 and where to work."""
 
     engine: Engine
     dataset: Dataset
-    data: Path  # the whole input, one CSV file with a header
+    source: S3Input
     rows: int
     expected: tuple[int, ...]
     work: Path
     parallel: int
     s3_to_sql_rows: int
     bulk_mode: str
-    _sandbox: AirflowSandbox | None = field(default=None, repr=False)
+    services: Services
+    chunk_size: str | None = None  # the pipeline's, when not its default
 
     @property
     def sandbox(self) -> AirflowSandbox:
-        if self._sandbox is None:
-            self._sandbox = AirflowSandbox(self.work / "airflow")
-        return self._sandbox
+        """``airflow dags test`` on a throwaway home (the S3ToSqlOperator slice)."""
+        return self.services.sandbox
 
-    def parts(self, pattern: str) -> list[Path]:
-        """The input split into ``parallel`` files named by ``pattern`` (cached)."""
-        return split_csv(self.data, self.parallel, self.work / "parts", pattern)
+    @property
+    def cluster(self) -> BenchCluster:
+        """The Airflow deployment the pipeline runs on (started at first use)."""
+        return self.services.cluster
+
+    def local_parts(self) -> list[Path]:
+        """The parts downloaded from S3 and gunzipped (cached), for tools that cannot read S3."""
+        return download(self.source, self.work / "local-parts", LOCAL_PART)
 
 
 @dataclass
 class Outcome:
-    """A case's timed result; ``expected`` overrides the whole file's checksum (for a slice)."""
+    """A case's timed result; ``expected`` overrides the whole input's checksum (for a slice)."""
 
     seconds: float
     note: str = ""
     stages: dict[str, float | None] = field(default_factory=dict)
     expected: tuple[int, ...] | None = None
     rows: int | None = None
+    peak_rss_mb: float | None = None  # when the case measures its own (the pipeline's tasks)
+    details: dict[str, Any] = field(default_factory=dict)  # extra figures for the JSON line
 
 
-def split_csv(path: Path, parts: int, out_dir: Path, pattern: str) -> list[Path]:
-    """Split a CSV at line boundaries into ``parts`` files, each with the header. Quoted fields
-    must not hold newlines (true of the generated datasets)."""
-    paths = [out_dir / pattern.format(n=n) for n in range(parts)]
-    if all(p.exists() for p in paths):
-        return paths
-    out_dir.mkdir(parents=True, exist_ok=True)
-    size = path.stat().st_size
-    with open(path, "rb") as src:
-        header = src.readline()
-        for n, target in enumerate(paths):
-            end = size * (n + 1) // parts
-            with open(target, "wb") as out:
-                out.write(header)
-                while src.tell() < end or n == parts - 1:
-                    line = src.readline()
-                    if not line:
-                        break
-                    out.write(line)
-    return paths
-
-
-def head_csv(path: Path, rows: int, target: Path) -> Path:
-    """The header and the first ``rows`` rows of a CSV."""
-    with open(path, "rb") as src, open(target, "wb") as out:
-        for _ in range(rows + 1):
-            line = src.readline()
-            if not line:
-                break
-            out.write(line)
+def head_part(source: S3Input, rows: int, target: Path) -> Path:
+    """The header and the first ``rows`` rows of the first part, read from S3."""
+    wanted = rows + 1  # lines, the header's included
+    with open(target, "wb") as out:
+        for block in stream_part(source.client(), source.bucket, source.keys[0], skip_header=False):
+            lines = block.count(b"\n")
+            if lines < wanted:
+                out.write(block)
+                wanted -= lines
+                continue
+            cut = -1
+            for _ in range(wanted):
+                cut = block.index(b"\n", cut + 1)
+            out.write(block[: cut + 1])
+            break
     return target
 
 
@@ -108,21 +154,30 @@ def in_parallel(actions: list[Callable[[], None]]) -> None:
             future.result()
 
 
-def _load_file(bench: Bench, db: TestDatabase, path: Path) -> Callable[[], None]:
-    statement, stdin = bench.engine.load_statement(bench.dataset, path)
-    return partial(bench.engine.run_client, db, statement, stdin)
+def stream_from_s3(bench: Bench, db: TestDatabase, sessions: int, *, one_statement: bool) -> float:
+    """Load every part from S3 with ``benchmarks/stream_load.py`` in a process of its own;
+    returns the seconds it measured (first GET to last commit)."""
+    spec = spec_for(
+        db, bench.engine.stream_statement(bench.dataset), bench.source.endpoint_url,
+        bench.source.bucket, list(bench.source.keys),
+    )  # fmt: skip
+    argv = [sys.executable, "-m", "benchmarks.stream_load", "--spec", spec,
+            "--sessions", str(sessions), *(["--one-statement"] if one_statement else [])]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(done.stderr, file=sys.stderr)
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"stream_load failed: {last}")
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
 
 
 # -- cases ----------------------------------------------------------------------------------------
 def naive(bench: Bench, db: TestDatabase) -> Outcome:
-    """One session, one COPY / LOAD DATA LOCAL of the whole file into the indexed table."""
+    """One session streams the parts from S3 one after another into ONE COPY / LOAD DATA LOCAL
+    into the indexed table."""
     bench.engine.create_table(db, bench.dataset, indexed=True)
-    return Outcome(timed(_load_file(bench, db, bench.data)))
-
-
-def _parallel_load(bench: Bench, db: TestDatabase) -> float:
-    parts = bench.parts(f"{bench.dataset.name}-part-{{n:03d}}.csv")
-    return timed(lambda: in_parallel([_load_file(bench, db, p) for p in parts]))
+    seconds = stream_from_s3(bench, db, 1, one_statement=True)
+    return Outcome(seconds, f"1 session, 1 statement, {len(bench.source.keys)} parts from S3")
 
 
 def _run_phase(bench: Bench, db: TestDatabase, statements: list[str]) -> None:
@@ -130,55 +185,63 @@ def _run_phase(bench: Bench, db: TestDatabase, statements: list[str]) -> None:
 
 
 def floor(bench: Bench, db: TestDatabase) -> Outcome:
-    """Parallel loads into a table with no index at all, then the PK and indexes built in
-    parallel sessions."""
+    """Parallel sessions stream the parts from S3 into a table with no index at all, then the PK
+    and indexes are built in parallel sessions; both phases timed."""
     bench.engine.create_table(db, bench.dataset, indexed=False)
-    load = _parallel_load(bench, db)
+    load = stream_from_s3(bench, db, bench.parallel, one_statement=False)
     phases = bench.engine.index_phases(bench.dataset)
     build = sum(timed(partial(_run_phase, bench, db, phase)) for phase in phases)
-    return Outcome(load + build, f"{bench.parallel} sessions", {"load": load, "indexes": build})
+    note = f"{bench.parallel} sessions from S3: load {load:.2f} s + indexes {build:.2f} s"
+    return Outcome(load + build, note, {"load": load, "indexes": build})
 
 
 def floor_unlogged(bench: Bench, db: TestDatabase) -> Outcome:
-    """PostgreSQL's absolute bound: parallel COPY into an UNLOGGED table without indexes."""
+    """PostgreSQL's absolute bound: parallel sessions stream the parts from S3 into an UNLOGGED
+    table without indexes."""
     if bench.engine.name != "postgres":
         raise CaseUnavailable("PostgreSQL only")
     bench.engine.create_table(db, bench.dataset, indexed=False, unlogged=True)
-    return Outcome(_parallel_load(bench, db), "UNLOGGED, no indexes (bound)")
+    seconds = stream_from_s3(bench, db, bench.parallel, one_statement=False)
+    return Outcome(seconds, f"{bench.parallel} sessions from S3, UNLOGGED, no indexes (bound)")
 
 
 def pgloader(bench: Bench, db: TestDatabase) -> Outcome:
-    """pgloader with its defaults into the indexed table."""
+    """pgloader with its defaults into the indexed table, from a local copy of the parts."""
     if bench.engine.name != "postgres":
         raise CaseUnavailable("PostgreSQL only")
     _require("pgloader")
     bench.engine.create_table(db, bench.dataset, indexed=True)
+    parts = bench.local_parts()
     fields = ", ".join(f"{c} [null if blanks]" for c in bench.dataset.columns)
+    pattern = LOCAL_PART.format(n=0).replace(".000.", r"\.[0-9]+\.").replace(".csv", r"\.csv$")
     command = bench.work / "pgloader.load"
     command.write_text(
-        f"LOAD CSV FROM '{bench.data}' ({fields})\n"
+        f"LOAD CSV FROM ALL FILENAMES MATCHING ~<{pattern}> IN DIRECTORY '{parts[0].parent}'\n"
+        f"  HAVING FIELDS ({fields})\n"
         f"INTO {connection_uri(db)}?tablename={TABLE} ({', '.join(bench.dataset.columns)})\n"
         "WITH skip header = 1, fields terminated by ',', fields optionally enclosed by '\"',\n"
         "     fields escaped by double-quote;\n"
     )
-    return Outcome(timed(lambda: _run_tool(["pgloader", "--quiet", str(command)])), "defaults")
+    seconds = timed(lambda: _run_tool(["pgloader", "--quiet", str(command)]))
+    return Outcome(seconds, f"defaults, {LOCAL_NOTE}")
 
 
 def mariadb_import(bench: Bench, db: TestDatabase) -> Outcome:
-    """mariadb-import --use-threads, one file per thread, into the indexed table."""
+    """mariadb-import --use-threads, one part per thread, into the indexed table, from a local
+    copy of the parts."""
     if bench.engine.name != "mysql":
         raise CaseUnavailable("MySQL only")
     tool = _require("mariadb-import")
     bench.engine.create_table(db, bench.dataset, indexed=True)
-    # mariadb-import names the table after the file name up to its first dot
-    parts = bench.parts(f"{TABLE}.{{n:03d}}.csv")
+    parts = bench.local_parts()  # named <table>.<n>.csv: the tool loads each into <table>
     s = db.server
     argv = [tool, "--local", f"--use-threads={bench.parallel}", "--fields-terminated-by=,",
             "--fields-optionally-enclosed-by=\"", "--ignore-lines=1",
             f"--columns={','.join(bench.dataset.columns)}", "-h", s.host, "-P", str(s.port),
             "-u", s.user, *([f"-p{s.password}"] if s.password else []), db.name,
             *map(str, parts)]  # fmt: skip
-    return Outcome(timed(lambda: _run_tool(argv)), f"--use-threads={bench.parallel}")
+    seconds = timed(lambda: _run_tool(argv))
+    return Outcome(seconds, f"--use-threads={bench.parallel}, {LOCAL_NOTE}")
 
 
 def _require(tool: str) -> str:
@@ -189,8 +252,6 @@ def _require(tool: str) -> str:
 
 
 def _run_tool(argv: list[str]) -> None:
-    import subprocess
-
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{argv[0]} failed: {(done.stderr or done.stdout)[-2000:]}")
@@ -224,7 +285,7 @@ def s3_to_sql(bench: Bench, db: TestDatabase) -> Outcome:
     """Airflow's S3ToSqlOperator (insert-based) on a slice, scaled linearly to the full rows."""
     bench.engine.create_table(db, bench.dataset, indexed=True)
     rows = min(bench.rows, bench.s3_to_sql_rows)
-    piece = head_csv(bench.data, rows, bench.work / "s3_to_sql-slice.csv")
+    piece = head_part(bench.source, rows, bench.work / "s3_to_sql-slice.csv")
     bench.sandbox.upload(piece, "bench-s3-to-sql", piece.name)
     dag_id = "bench_s3_to_sql"
     source = S3_TO_SQL_DAG.format(
@@ -253,7 +314,7 @@ with DAG(dag_id={dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1,
     bulk_load_table(
         table={table!r}, conn_id={conn_id!r}, source={source!r}, staging={staging!r},
         file_format={{"format": "csv", "header": True}}, parallelism={parallel!r},
-        vcpus={parallel!r}, fail_on=None, bulk_mode={bulk_mode!r},
+        vcpus={parallel!r}, fail_on=None, bulk_mode={bulk_mode!r},{extra}
     )
 """
 
@@ -273,30 +334,77 @@ def pipeline_available() -> str | None:
 
 
 def pipeline(bench: Bench, db: TestDatabase) -> Outcome:
-    """Our operators, through ``airflow dags test``; stage times from the load report."""
+    """Our operators as a deployment runs them: the DAG triggered on a running scheduler with the
+    LocalExecutor, reading the parts from S3. The time is the DAG run's wall time (queued to
+    end); the stage times come from the load report."""
     reason = pipeline_available()
     if reason:
         raise CaseUnavailable(reason)
     bench.engine.create_table(db, bench.dataset, indexed=True)
-    dag_id = "bench_pipeline"
+    dag_id = f"bench_pipeline_{db.name}"
     table = f"public.{TABLE}" if bench.engine.name == "postgres" else TABLE
     source = PIPELINE_DAG.format(
         dag_id=dag_id,
         table=table,
         conn_id=db.conn_id,
-        # the same local file the other cases read (staging takes local paths on the worker)
-        source=str(bench.data),
-        staging=bench.sandbox.create_bucket("bench-staging") + f"/{db.name}",
+        source=bench.source.uri,
+        staging=f"s3://{STAGING_BUCKET}/{db.name}",
         parallel=bench.parallel,
         bulk_mode=bench.bulk_mode,
+        extra=f" chunk_size={bench.chunk_size!r}," if bench.chunk_size else "",
     )
-    run = bench.sandbox.run_dag(dag_id, source)
-    report = parse_report_line(run.log)
-    if not run.ok or report is None:
-        raise RuntimeError(f"pipeline DAG failed:\n{run.log[-3000:]}")
-    stages = pipeline_stages(stages_from_report(report), run.task_seconds)
-    seconds = sum(v for v in stages.values() if v is not None)
-    return Outcome(seconds, f"airflow dags test {run.wall_seconds:.0f} s wall", stages)
+    cluster = bench.cluster
+    run = cluster.run(dag_id, source, {db.conn_id: db.airflow_conn}, wait_seconds(bench.rows))
+    if not run.ok or run.report is None or run.wall_seconds is None:
+        raise RuntimeError(
+            f"pipeline DAG run {run.state}, report {'found' if run.report else 'missing'}:\n"
+            + cluster.diagnostics(dag_id)[-4000:]
+        )
+    return pipeline_outcome(run, bench.services.airflow_parallelism)
+
+
+def pipeline_outcome(run: ScheduledRun, airflow_parallelism: int) -> Outcome:
+    """The case's result from a finished run: wall time, stages, per-task peaks."""
+    assert run.report is not None and run.wall_seconds is not None
+    stages = pipeline_stages(stages_from_report(run.report), run.task_seconds)
+    stage_sum = sum(v for v in stages.values() if v is not None)
+    loads = run.max_concurrent.get("load", 0)
+    rss = [t.peak_rss_mb for t in run.tasks if t.peak_rss_mb is not None]
+    note = (
+        f"DAG run wall (queued->end), LocalExecutor parallelism {airflow_parallelism}; "
+        f"stage sum {stage_sum:.2f} s; up to {loads} loads at once"
+    )
+    details = {
+        "wall_s": round(run.wall_seconds, 3),
+        "running_s": None if run.running_seconds is None else round(run.running_seconds, 3),
+        "stage_sum_s": round(stage_sum, 3),
+        "airflow_parallelism": airflow_parallelism,
+        "max_concurrent": run.max_concurrent,
+        "peak_temp_total_mb": run.peak_temp_total_mb,
+        "tasks": per_stage_peaks(run),
+    }
+    return Outcome(
+        run.wall_seconds, note, stages, peak_rss_mb=max(rss) if rss else None, details=details
+    )
+
+
+def per_stage_peaks(run: ScheduledRun) -> dict[str, dict[str, Any]]:
+    """Per pipeline task (mapped instances together): instances, longest, peak RSS, peak temp."""
+    out: dict[str, dict[str, Any]] = {}
+    for task in run.tasks:
+        entry = out.setdefault(
+            task.stage,
+            {"instances": 0, "max_s": None, "peak_rss_mb": None, "peak_temp_mb": None},
+        )
+        entry["instances"] += 1
+        for key, value in (
+            ("max_s", task.seconds),
+            ("peak_rss_mb", task.peak_rss_mb),
+            ("peak_temp_mb", task.peak_temp_mb),
+        ):
+            if value is not None:
+                entry[key] = round(max(value, entry[key] or 0.0), 3)
+    return out
 
 
 def pipeline_stages(

@@ -1,14 +1,18 @@
 """The two database engines as the benchmark drives them: tables, index builds, client commands
-(psql / the mariadb client) and the order-independent checksum. Identifiers are quoted with
-psycopg's ``sql.Identifier`` or the project's MySQL quote helper."""
+(psql / the mariadb client), the statements ``stream_load.py`` streams S3 parts into, the
+order-independent checksum, and MySQL's buffer pool for the run. Identifiers are quoted with psycopg's ``sql.Identifier`` or the
+project's MySQL quote helper."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Sequence
-from contextlib import closing
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import Any
 
 from psycopg import sql
 
@@ -18,10 +22,13 @@ from airflow_bulkload.dialects.mysql.quoting import quote_identifier
 from airflow_bulkload.dialects.postgres.load import copy_from_stdin
 from airflow_bulkload.staging.manifest import FileFormat
 from benchmarks.datasets import Dataset
-from tests.harness import TestDatabase
+from tests.harness import ServerSettings, TestDatabase
 
 TABLE = "bench"
-CSV = FileFormat(format="csv", header=True)
+#: what the streamed loads send: CSV rows, the parts' headers already dropped
+CSV_BODY = FileFormat(format="csv", header=False)
+#: stands for the FIFO in MySQL's streamed LOAD DATA LOCAL (``stream_load.py`` fills it in)
+FIFO_PLACEHOLDER = "@FIFO@"
 
 #: order-independent checksums; {seconds} and {note} are filled in per engine
 CHECKSUM_SQL = {
@@ -40,14 +47,15 @@ def checksum_sql(dataset: Dataset, source: str, *, seconds: str, note: str = "no
     return CHECKSUM_SQL[dataset.name].format(source=source, seconds=seconds, note=note)
 
 
-def duckdb_checksum(dataset: Dataset, path: Path) -> tuple[int, ...]:
-    """The source file's checksum, computed by DuckDB."""
+def duckdb_checksum(dataset: Dataset, path: Path | Sequence[Path]) -> tuple[int, ...]:
+    """The checksum of a source file, or of several together (plain or gzip), by DuckDB."""
     import duckdb
 
-    target = str(path).replace("'", "''")
+    paths = [path] if isinstance(path, Path) else list(path)
+    targets = ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths)
     query = checksum_sql(
         dataset,
-        f"read_csv('{target}', header=true, nullstr='')",
+        f"read_csv([{targets}], header=true, nullstr='')",
         seconds="date_diff('second', TIMESTAMP '2026-01-01', created_at)",
     )
     [row] = duckdb.execute(query).fetchall()
@@ -98,6 +106,11 @@ class Engine:
             raise RuntimeError(f"{self.name} client failed: {done.stderr.strip()[-2000:]}")
 
     # -- per engine ------------------------------------------------------------------------------
+    def stream_statement(self, dataset: Dataset) -> str:
+        """The statement a driver session feeds streamed CSV rows (no header) into; MySQL's
+        reads the FIFO named :data:`FIFO_PLACEHOLDER`."""
+        raise NotImplementedError
+
     def checksum_query(self, dataset: Dataset, table: str = TABLE) -> str:
         raise NotImplementedError
 
@@ -107,10 +120,6 @@ class Engine:
     def index_phases(self, dataset: Dataset) -> list[list[str]]:
         """Statements that build the primary key and indexes on an unindexed table: phases run
         one after another, the statements of a phase in parallel sessions."""
-        raise NotImplementedError
-
-    def load_statement(self, dataset: Dataset, path: Path) -> tuple[str, Path | None]:
-        """One-session load of a CSV file: the statement and what to feed the client's stdin."""
         raise NotImplementedError
 
     def client_argv(self, db: TestDatabase) -> list[str]:
@@ -165,9 +174,8 @@ class Postgres(Engine):
         builds += [self._create_index(cols) for cols in dataset.index_columns]
         return [builds, [attach]]
 
-    def load_statement(self, dataset: Dataset, path: Path) -> tuple[str, Path | None]:
-        copy = copy_from_stdin(TableRef(TABLE), dataset.columns, CSV)
-        return copy.as_string(None), path
+    def stream_statement(self, dataset: Dataset) -> str:
+        return copy_from_stdin(TableRef(TABLE), dataset.columns, CSV_BODY).as_string(None)
 
     def client_argv(self, db: TestDatabase) -> list[str]:
         s = db.server
@@ -208,8 +216,8 @@ class MySql(Engine):
         pk = f"ALTER TABLE {quote_identifier(TABLE)} ADD PRIMARY KEY ({quote_identifier(dataset.columns[0])})"
         return [[pk], [self._add_index(cols) for cols in dataset.index_columns]]
 
-    def load_statement(self, dataset: Dataset, path: Path) -> tuple[str, Path | None]:
-        return local_infile_sql(str(path), TableRef(TABLE), dataset.columns, CSV), None
+    def stream_statement(self, dataset: Dataset) -> str:
+        return local_infile_sql(FIFO_PLACEHOLDER, TableRef(TABLE), dataset.columns, CSV_BODY)
 
     def client_argv(self, db: TestDatabase) -> list[str]:
         s = db.server
@@ -221,6 +229,67 @@ class MySql(Engine):
 
 
 ENGINES: dict[str, Engine] = {"postgres": Postgres(), "mysql": MySql()}
+
+
+#: MariaDB/MySQL buffer pool for the run: RDS gives InnoDB about 3/4 of the instance's memory
+DEFAULT_BUFFER_POOL = 4 << 30
+
+
+def _global_int(cur: Any, name: str) -> int:
+    cur.execute(f"SELECT @@GLOBAL.{name}")
+    return int(cur.fetchone()[0])
+
+
+def _resize_buffer_pool(cur: Any, size: int, timeout: float = 600.0) -> int:
+    """``SET GLOBAL innodb_buffer_pool_size`` and wait until the (online) resize has finished;
+    returns the size the server settled on (it rounds to whole chunks)."""
+    cur.execute("SET GLOBAL innodb_buffer_pool_size = %s", (size,))
+    deadline = time.monotonic() + timeout
+    while True:
+        cur.execute("SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_resize_status'")
+        row = cur.fetchone()
+        status = str(row[1]) if row else ""
+        # MariaDB 10.11 resizes within the statement (the status stays empty); servers that
+        # resize in the background report progress here until "Completed resizing ..."
+        if not status or status.startswith("Completed") or "not needed" in status:
+            return _global_int(cur, "innodb_buffer_pool_size")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"buffer pool resize to {size} did not finish: {status}")
+        time.sleep(0.5)
+
+
+@contextmanager
+def mysql_buffer_pool(server: ServerSettings, size: int | None) -> Iterator[str]:
+    """Run with ``innodb_buffer_pool_size = size`` (None: leave it); the original size is restored
+    afterwards, whatever happened. Yields a description for the output."""
+    from tests.harness import _mysql_admin
+
+    if not size:
+        with closing(_mysql_admin(server)) as conn:
+            current = _global_int(conn.cursor(), "innodb_buffer_pool_size")
+        yield f"innodb_buffer_pool_size {current / 2**20:,.0f} MiB (server's own)"
+        return
+    with closing(_mysql_admin(server)) as conn:
+        original = _global_int(conn.cursor(), "innodb_buffer_pool_size")
+    if original == size:
+        yield f"innodb_buffer_pool_size {size / 2**20:,.0f} MiB (already)"
+        return
+    print(
+        f"innodb_buffer_pool_size: {original / 2**20:,.0f} MiB -> {size / 2**20:,.0f} MiB "
+        "for the run",
+        file=sys.stderr,
+    )
+    try:
+        with closing(_mysql_admin(server)) as conn:
+            actual = _resize_buffer_pool(conn.cursor(), size)
+        yield (
+            f"innodb_buffer_pool_size {actual / 2**20:,.0f} MiB for the run "
+            f"(server's {original / 2**20:,.0f} MiB restored after)"
+        )
+    finally:
+        with closing(_mysql_admin(server)) as conn:
+            restored = _resize_buffer_pool(conn.cursor(), original)
+        print(f"innodb_buffer_pool_size restored to {restored / 2**20:,.0f} MiB", file=sys.stderr)
 
 
 def connection_uri(db: TestDatabase) -> str:

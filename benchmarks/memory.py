@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import resource
 import threading
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 
@@ -24,8 +25,8 @@ def peak_rss_kib(pid: int | str = "self") -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if pid == "self" else 0
 
 
-def descendants(root: int) -> set[int]:
-    """Every live process below ``root`` (children, grandchildren, ...)."""
+def parent_pids() -> dict[int, int]:
+    """pid -> parent pid of every live process."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -36,6 +37,12 @@ def descendants(root: int) -> set[int]:
             continue
         # the command name may hold spaces and parentheses: fields start after the last ')'
         parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return parents
+
+
+def descendants(root: int, parents: dict[int, int] | None = None) -> set[int]:
+    """Every live process below ``root`` (children, grandchildren, ...)."""
+    parents = parent_pids() if parents is None else parents
     found: set[int] = set()
     frontier = {root}
     while frontier:
@@ -46,16 +53,26 @@ def descendants(root: int) -> set[int]:
 
 class ChildPeakRss:
     """Samples the largest VmHWM among this process's descendants while active (a context
-    manager). VmHWM only grows, so sampling misses at most the growth after the last sample."""
+    manager). VmHWM only grows, so sampling misses at most the growth after the last sample.
 
-    def __init__(self, interval: float = 0.2) -> None:
+    ``exclude()`` names processes that serve every case (the S3 server, Airflow's services): they
+    and their descendants are not sampled."""
+
+    def __init__(
+        self, interval: float = 0.2, exclude: Callable[[], Collection[int]] = frozenset
+    ) -> None:
         self.interval = interval
+        self.exclude = exclude
         self.peak_kib = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self) -> None:
-        for pid in descendants(os.getpid()):
+        parents = parent_pids()
+        skipped = set(self.exclude())
+        for root in list(skipped):
+            skipped |= descendants(root, parents)
+        for pid in descendants(os.getpid(), parents) - skipped:
             self.peak_kib = max(self.peak_kib, peak_rss_kib(pid))
 
     def _run(self) -> None:
