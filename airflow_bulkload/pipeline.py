@@ -289,6 +289,7 @@ def bulk_load_table(
             table=table,
             conn_id=conn_id,
             parallelism=preflight.planned("index_build_parallelism"),  # type: ignore[arg-type]  # an int
+            manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
             **timing,
         )
         checkpoint = CheckpointOperator(task_id="checkpoint", conn_id=conn_id, **timing)

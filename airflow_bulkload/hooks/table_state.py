@@ -231,16 +231,33 @@ class TableStateHook(BulkLoadHook):
         parallelism: int | str = "auto",
         maintenance_work_mem: str = "1GB",
         analyze: bool = True,
+        manifest: str | None = None,
     ) -> dict[str, Any]:
-        """Rebuild, verify, restore reloptions, ANALYZE, mark done and release the claim."""
-        return self._put_back(
-            table,
-            load_id=load_id,
-            parallelism=parallelism,
-            maintenance_work_mem=maintenance_work_mem,
-            analyze=analyze,
-            verb="finalize",
-        )
+        """Rebuild, verify, restore reloptions, ANALYZE, mark done and release the claim.
+
+        With ``manifest`` (the staged input's), a key the loaded rows hold twice is also looked
+        up in the input files, and the error names the lines that hold it.
+        """
+        try:
+            return self._put_back(
+                table,
+                load_id=load_id,
+                parallelism=parallelism,
+                maintenance_work_mem=maintenance_work_mem,
+                analyze=analyze,
+                verb="finalize",
+            )
+        except DuplicateKeyError as exc:
+            places = (
+                self.input_places_of_key(manifest, duplicate_key(exc.sample)) if manifest else []
+            )
+            if not places:
+                raise
+            raise DuplicateKeyError(
+                f"{exc} The input holds that key at: {'; '.join(places)}.",
+                index=exc.index,
+                sample=exc.sample,
+            ) from exc
 
     def restore(
         self,
@@ -509,3 +526,20 @@ def _failed_index(indexes: list[dict[str, Any]], exc: Exception) -> dict[str, An
             if ix["name"] == match.group(1):
                 return ix
     return next((ix for ix in indexes if ix["is_unique"]), indexes[0])
+
+
+_SAMPLE_KEY = re.compile(r"^\((?P<columns>[^()]*)\)=\((?P<values>.*)\) x\d+$")
+
+
+def duplicate_key(sample: list[str]) -> dict[str, str]:
+    """The first duplicate key of a :class:`DuplicateKeyError` sample (``(a, b)=(1, x) x2``) as
+    column -> value text; empty when it cannot be read unambiguously."""
+    for entry in sample:
+        match = _SAMPLE_KEY.match(entry)
+        if not match:
+            continue
+        columns = match["columns"].split(", ")
+        values = match["values"].split(", ")
+        if len(columns) == len(values):
+            return dict(zip(columns, values, strict=True))
+    return {}

@@ -20,8 +20,10 @@ from airflow_bulkload.exceptions import (
     LoadVerificationError,
 )
 from airflow_bulkload.s3io import open_s3_stream, parse_s3_uri, s3_client
-from airflow_bulkload.staging.manifest import ChunkSpec, read_manifest
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, read_manifest
+from airflow_bulkload.staging.origin import records_with_key
 from airflow_bulkload.staging.planning import MANIFEST_NAME
+from airflow_bulkload.staging.sources import open_source
 
 if TYPE_CHECKING:
     from airflow.sdk.types import Logger
@@ -246,6 +248,30 @@ class TableTruthMixin:
                     dialect.write_load_record(conn, record)
             warnings = self._same_input_elsewhere(conn, ref, current_key, load_key)
         return Reconciliation(withdrawn, stale, record.empty_before, warnings)
+
+    def input_places_of_key(self, manifest_uri: str, key: dict[str, str]) -> list[str]:
+        """Where the input staged at ``manifest_uri`` holds records with ``key`` (``file, line
+        N``), for an error naming a key the loaded rows hold twice. The input files are read
+        again (an error path, bounded in time); an input moved or deleted since gives nothing.
+        """
+        if not key:
+            return []
+        s3 = s3_client(self.aws_conn_id)
+        manifest = read_manifest(s3, manifest_uri)
+        if manifest is None or not manifest.sources or not manifest.source_format:
+            return []
+        try:
+            found = records_with_key(
+                key,
+                manifest.columns or [],
+                manifest.sources,
+                source_format=FileFormat.from_dict(manifest.source_format),
+                open_source=lambda source: open_source(source, s3),
+            )
+        except Exception as exc:  # tracing is a courtesy: never hide the error itself
+            self.log.warning("could not read the input of %s again: %s", manifest_uri, exc)
+            return []
+        return [f"{place.source}, line {place.line}" for place in found]
 
     def _forget_gone(
         self, conn: Any, ref: TableRef, entries: list[LedgerEntry], reason: str

@@ -249,9 +249,17 @@ class FinalizeTableOperator(_TableOperator):
     :param maintenance_work_mem: PostgreSQL memory per index build (ignored on MySQL).
     :param load_id: as given to :class:`PrepareTableOperator`.
     :param analyze: run ANALYZE (PostgreSQL) / ANALYZE TABLE (MySQL) at the end.
+    :param manifest: the staged input's ``manifest.json`` URI (templated); with it, a duplicate
+        key is also looked up in the input files and the error names the lines holding it.
     """
 
-    template_fields: Sequence[str] = ("table", "parallelism", "maintenance_work_mem", "load_id")
+    template_fields: Sequence[str] = (
+        "table",
+        "parallelism",
+        "maintenance_work_mem",
+        "load_id",
+        "manifest",
+    )
 
     def __init__(
         self,
@@ -262,12 +270,14 @@ class FinalizeTableOperator(_TableOperator):
         maintenance_work_mem: str = "1GB",
         load_id: str | None = None,
         analyze: bool = True,
+        manifest: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, load_id=load_id, **kwargs)
         self.parallelism = parallelism
         self.maintenance_work_mem = maintenance_work_mem
         self.analyze = analyze
+        self.manifest = manifest
 
     def validate(self) -> None:
         """Refuse a ``parallelism`` other than ``"auto"`` or a positive integer (``ValueError``).
@@ -284,6 +294,7 @@ class FinalizeTableOperator(_TableOperator):
             parallelism=self.parallelism,
             maintenance_work_mem=self.maintenance_work_mem,
             analyze=self.analyze,
+            manifest=self.manifest or None,
         )
 
 

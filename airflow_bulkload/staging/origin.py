@@ -180,3 +180,43 @@ def find_nul(sources: Sequence[str], open_source: SourceOpener) -> SourceLine | 
                     return SourceLine(source, lines + block.count(b"\n", 0, at) + 1)
                 lines += block.count(b"\n")
     return None
+
+
+def records_with_key(
+    key: dict[str, str],
+    columns: Sequence[str],
+    sources: Sequence[str],
+    *,
+    source_format: FileFormat,
+    open_source: SourceOpener,
+    limit: int = 4,
+    seconds: float = DEFAULT_SEARCH_SECONDS,
+) -> list[SourceLine]:
+    """Where the input files hold records with the key ``key`` (column -> value as text): up to
+    ``limit`` places, in file order, for an error that names a key the input holds twice."""
+    csv.field_size_limit(max(csv.field_size_limit(), 64 * 1024 * 1024))
+    deadline = time.monotonic() + seconds
+    encoding = codecs.lookup(source_format.python_encoding).name
+    found: list[SourceLine] = []
+    for source in sources:
+        with open_source(source) as raw, _text(raw, encoding) as text:
+            reader = _reader(text, source_format)
+            names = list(columns)
+            if source_format.header:
+                header = next(reader, None)
+                if header is None:
+                    continue
+                names = [name.lstrip("\ufeff") for name in header]
+            if not set(key) <= set(names):
+                continue
+            wanted = [(names.index(column), value) for column, value in key.items()]
+            start = reader.line_num + 1  # type: ignore[attr-defined]
+            for count, fields in enumerate(reader):
+                if all(i < len(fields) and fields[i] == value for i, value in wanted):
+                    found.append(SourceLine(source, start))
+                    if len(found) >= limit:
+                        return found
+                start = reader.line_num + 1  # type: ignore[attr-defined]
+                if count % 4096 == 0 and time.monotonic() > deadline:
+                    return found
+    return found
