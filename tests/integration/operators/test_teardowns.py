@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_bulkload.hooks import TableStateHook
+from airflow_bulkload.bulk_mode import BulkModeTarget
 from airflow_bulkload.operators import EnterBulkModeOperator, ExitBulkModeOperator
 from airflow_bulkload.operators.table import RestoreTableOperator
 from tests.harness import TestDatabase, free_port, register_dag
@@ -99,11 +100,13 @@ def test_exit_bulk_mode_that_fails_on_a_blip_is_retried_by_airflow_and_restores(
         schedule=None,
         start_date=datetime(2025, 1, 1),
     ) as dag:
-        enter = EnterBulkModeOperator(task_id="enter_bulk_mode", table="events", conn_id=db.conn_id)
+        enter = EnterBulkModeOperator(
+            task_id="enter_bulk_mode", table="events", target=BulkModeTarget(conn_id=db.conn_id)
+        )
         exit_ = ExitBulkModeOperator(
             task_id="exit_bulk_mode",
             table="events",
-            conn_id="blip",
+            target=BulkModeTarget(conn_id="blip"),
             retries=2,
             retry_delay=timedelta(seconds=0),
             on_retry_callback=server_back,
