@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from airflow_bulkload.hooks import TableStateHook
 from airflow_bulkload.bulk_mode import BulkModeTarget
+from airflow_bulkload.hooks import TableStateHook
 from airflow_bulkload.operators import EnterBulkModeOperator, ExitBulkModeOperator
 from airflow_bulkload.operators.table import RestoreTableOperator
 from tests.harness import TestDatabase, free_port, register_dag
