@@ -310,6 +310,9 @@ class EngineTraits:
     #: the ``client`` method loads through ``LOAD DATA LOCAL INFILE`` (the server's
     #: ``local_infile`` must be on)
     client_load_uses_local_infile: bool
+    #: the ``client`` loader reads CSV exactly as written (a quoted empty string apart from
+    #: NULL, CRLF or LF line ends), so input needing no rewrite loads as stored, unstaged
+    loads_csv_as_written: bool = False
     #: the load methods where the server pulls a chunk from S3 itself
     server_side_methods: tuple[str, ...] = ()
 
@@ -331,6 +334,7 @@ POSTGRES_TRAITS = EngineTraits(
     foreign_keys_checked_on_load=False,
     has_checkpoint=True,
     client_load_uses_local_infile=False,
+    loads_csv_as_written=True,
     server_side_methods=("rds_s3",),
 )
 MYSQL_TRAITS = EngineTraits(

@@ -27,14 +27,13 @@ from airflow_bulkload.exceptions import (
 )
 from airflow_bulkload.hooks.table_truth import ChunkResult, TableTruthMixin
 from airflow_bulkload.s3io import (
-    open_s3_stream,
     s3_client,
     s3_error_code,
     s3_region,
 )
+from airflow_bulkload.staging.direct import DirectChunkStream, open_chunk_stream
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, read_manifest
 from airflow_bulkload.staging.origin import SourceLine, find_record, read_record, record_with_key
-from airflow_bulkload.staging.planning import MANIFEST_NAME
 from airflow_bulkload.staging.sources import open_source
 from airflow_bulkload.table_state import primary_key_of_snapshot
 
@@ -161,7 +160,9 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
                     with dialect.transaction(conn):
                         existing = dialect.claim_chunk(conn, ref, spec)
                         if existing is None:
-                            rows, nbytes = self._load_claimed(conn, ref, spec, method, columns, fmt)
+                            rows, nbytes, probe = self._load_claimed(
+                                conn, ref, spec, method, columns, fmt
+                            )
                             dialect.record_chunk(
                                 conn,
                                 LedgerEntry(
@@ -171,7 +172,7 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
                                     rows,
                                     nbytes,
                                     load_id,
-                                    probe=probe_of(spec),
+                                    probe=probe,
                                     generation=dialect.table_generation(conn, ref),
                                 ),
                             )
@@ -246,12 +247,10 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
         self, spec: ChunkSpec, line: int | None, key: str | None, key_columns: list[str]
     ) -> SourceLine | None:
         s3 = s3_client(self.aws_conn_id)
-        manifest = read_manifest(s3, spec.uri.rsplit("/", 1)[0] + "/" + MANIFEST_NAME)
+        manifest = read_manifest(s3, spec.manifest_location)
         if manifest is None or not manifest.sources or not manifest.source_format:
             return None
-        with open_s3_stream(
-            spec.uri, aws_conn_id=None, compression=spec.compression, client=s3
-        ) as stream:
+        with open_chunk_stream(spec, aws_conn_id=None, client=s3) as stream:
             if line is not None:
                 record = read_record(
                     stream,  # type: ignore[arg-type]
@@ -285,21 +284,25 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
         method: str,
         columns: list[str] | None,
         fmt: FileFormat,
-    ) -> tuple[int, int]:
-        """Load the chunk in the open transaction (its ledger claim held); rows and bytes.
+    ) -> tuple[int, int, KeyProbe | None]:
+        """Load the chunk in the open transaction (its ledger claim held); rows, bytes and the
+        key probe its ledger entry keeps.
 
         The stored bytes are checked against the manifest's sha256 before the caller commits,
-        so a chunk rewritten in S3 after staging never loads.
+        so a chunk rewritten in S3 after staging never loads; a direct chunk's object is read
+        pinned to the version planning saw, and its first and last key are read as it streams.
         """
         dialect = self.dialect
         dialect.tune_load_session(conn)
+        probe = probe_of(spec)
         if method == "client":
-            with open_s3_stream(
-                spec.uri, aws_conn_id=self.aws_conn_id, compression=spec.compression
-            ) as stream:
+            with open_chunk_stream(spec, aws_conn_id=self.aws_conn_id) as stream:
                 rows = dialect.load_stream(conn, ref, columns, fmt, stream, spec.uri)
                 stream.verify(spec.checksum)
                 nbytes = stream.bytes_read
+                if isinstance(stream, DirectChunkStream) and spec.key_columns:
+                    keys = stream.key_probe()
+                    probe = KeyProbe(list(spec.key_columns), *keys) if keys else None
         else:
             self._check_stored_object(spec)
             rows = dialect.load_server_side(
@@ -312,12 +315,12 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
                 f"the server loaded {rows} rows",
                 expected=f"{spec.rows} rows as the manifest says",
             )
-        return rows, nbytes
+        return rows, nbytes, probe
 
     def _check_stored_object(self, spec: ChunkSpec) -> None:
         """Server-side loads never see the bytes: check the object's ETag (or size) instead."""
         try:
-            head = s3_client(self.aws_conn_id).head_object(Bucket=spec.bucket, Key=spec.key)
+            head = s3_client(self.aws_conn_id).head_object(Bucket=spec.bucket, Key=spec.object_key)
         except Exception as exc:
             code = s3_error_code(exc)
             if code in ("NoSuchKey", "404", "NoSuchBucket"):

@@ -19,7 +19,8 @@ from airflow_bulkload.exceptions import (
     InputAlreadyLoadedError,
     LoadVerificationError,
 )
-from airflow_bulkload.s3io import open_s3_stream, parse_s3_uri, s3_client
+from airflow_bulkload.s3io import parse_s3_uri, s3_client
+from airflow_bulkload.staging.direct import open_chunk_stream
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, read_manifest
 from airflow_bulkload.staging.origin import records_with_key
 from airflow_bulkload.staging.planning import MANIFEST_NAME
@@ -137,9 +138,7 @@ class TableTruthMixin:
             reason,
         )
         if entry.probe is not None and not dialect.table_is_empty(conn, ref):
-            with open_s3_stream(
-                spec.uri, aws_conn_id=self.aws_conn_id, compression=spec.compression
-            ) as stream:
+            with open_chunk_stream(spec, aws_conn_id=self.aws_conn_id) as stream:
                 deleted = dialect.withdraw_chunk(
                     conn, ref, entry, spec, entry.probe.columns, stream, exact=False
                 )
@@ -487,21 +486,25 @@ class TableTruthMixin:
         started = time.monotonic()
         uri = f"s3://{bucket}/{entry.chunk_key}"
         manifest = read_manifest(s3, uri.rsplit("/", 1)[0] + "/" + MANIFEST_NAME)
-        spec = next((c for c in manifest.chunks if c.uri == uri), None) if manifest else None
+        spec = (
+            next((c for c in manifest.chunks if c.key == entry.chunk_key), None)
+            if manifest
+            else None
+        )
         if spec is None:
             raise BulkLoadError(
                 f"{uri} was loaded into {table} by an earlier attempt of this load from a staging "
                 "that has since been replaced, and its manifest is gone: its rows cannot be "
                 "identified to take them back"
             )
-        with open_s3_stream(
-            uri, aws_conn_id=None, compression=spec.compression, client=s3
-        ) as stream:
+        with open_chunk_stream(spec, aws_conn_id=None, client=s3) as stream:
             deleted = self.dialect.withdraw_chunk(
                 conn, table, entry, spec, key_columns, stream, exact=exact
             )
-        self.log.info("%s: took its %d rows back out of %s", uri, deleted, table)
-        return ChunkResult(uri, deleted, entry.bytes, time.monotonic() - started, False, "withdraw")
+        self.log.info("%s: took its %d rows back out of %s", spec.uri, deleted, table)
+        return ChunkResult(
+            spec.uri, deleted, entry.bytes, time.monotonic() - started, False, "withdraw"
+        )
 
     def verify_load(self, table: str, manifest_uri: str, *, load_id: str = "") -> dict[str, Any]:
         """Check that the rows the load claims are in ``table``; raise
@@ -527,11 +530,14 @@ class TableTruthMixin:
             dialect.ensure_state_schema(conn)
             ref = dialect.qualified_name(conn, dialect.table_ref(table))
             entries = {e.chunk_key: e for e in dialect.ledger_entries(conn, ref, current_key)}
-            unrecorded = [c.uri for c in manifest.chunks if c.key not in entries]
+            if any(c.rows is None for c in manifest.chunks):
+                # direct chunks: their rows are counted when they load, in the ledger
+                expected = sum(entries[c.key].rows for c in manifest.chunks if c.key in entries)
+            unrecorded = [c.label for c in manifest.chunks if c.key not in entries]
             if unrecorded:
                 problems.append(f"{len(unrecorded)} chunk(s) never committed: {_few(unrecorded)}")
             miscounted = [
-                f"{c.uri} ({entries[c.key].rows} rows, manifest {c.rows})"
+                f"{c.label} ({entries[c.key].rows} rows, manifest {c.rows})"
                 for c in manifest.chunks
                 if c.key in entries and c.rows is not None and entries[c.key].rows != c.rows
             ]
@@ -543,7 +549,7 @@ class TableTruthMixin:
             for chunk, entry in probed:
                 reason = self._stale_reason(conn, ref, entry)
                 if reason is not None:
-                    missing.append(f"{chunk.uri} ({reason})")
+                    missing.append(f"{chunk.label} ({reason})")
             if probed:
                 checks.append(f"first and last key of {len(probed)} chunk(s) found")
             if missing:

@@ -18,6 +18,7 @@ from airflow_bulkload.staging.planning import (
     run_segment,
 )
 from airflow_bulkload.staging.stager import Resources, StagingOptions, stage
+from airflow_bulkload.table_state import parse_flag
 
 MANIFEST_URI_XCOM_KEY = "manifest_uri"
 
@@ -90,6 +91,13 @@ class StageToS3Operator(BaseOperator):
     :param duckdb_memory_limit: DuckDB's memory limit; it spills to ``temp_dir`` beyond it.
     :param duckdb_threads: DuckDB threads (default: all cores).
     :param check_temp_space: fail early when ``temp_dir`` lacks the estimated space.
+    :param direct: load S3 input objects as they are stored, with no staged copy, when nothing
+        needs rewriting (see :mod:`~airflow_bulkload.staging.direct`): ``"auto"`` (default) does
+        so where the engine's loader reads CSV as written (PostgreSQL) with the ``client``
+        method and no sort; ``False`` always stages; ``True`` is ``"auto"`` that says why not.
+        Only ``manifest.json`` is written under the staging prefix then.
+    :param quoted_newlines: quoted values may hold line ends: direct objects are loaded whole
+        instead of in byte ranges (a range cut inside a quoted value fails its load, saying so).
     """
 
     template_fields: Sequence[str] = (
@@ -104,6 +112,7 @@ class StageToS3Operator(BaseOperator):
         "load_method",
         "compression",
         "temp_dir",
+        "direct",
     )
     ui_color = "#fff2cc"
 
@@ -129,6 +138,8 @@ class StageToS3Operator(BaseOperator):
         duckdb_memory_limit: str = "1GB",
         duckdb_threads: int | None = None,
         check_temp_space: bool = True,
+        direct: bool | str = "auto",
+        quoted_newlines: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -151,6 +162,8 @@ class StageToS3Operator(BaseOperator):
         self.duckdb_memory_limit = duckdb_memory_limit
         self.duckdb_threads = duckdb_threads
         self.check_temp_space = check_temp_space
+        self.direct = direct
+        self.quoted_newlines = quoted_newlines
 
     def validate(self) -> None:
         """Refuse contradictory or unknown sort options (``ValueError``); run by ``execute``."""
@@ -163,6 +176,30 @@ class StageToS3Operator(BaseOperator):
             raise ValueError("give either sort_key or sort_by_primary_key, not both")
         if self.sort_by_primary_key and not self.conn_id:
             raise ValueError("sort_by_primary_key needs conn_id to read the table's primary key")
+        parse_flag(self.direct, "direct")
+
+    def _direct(self) -> bool:
+        """Whether staging may load the input as stored: the engine's side of the decision."""
+        wanted = parse_flag(self.direct, "direct")
+        if wanted is False:
+            return False
+        reasons = []
+        if self.load_method != "client":
+            reasons.append(f"the {self.load_method} method loads staged chunks")
+        if not self.conn_id:
+            reasons.append("no conn_id to tell the engine")
+        else:
+            from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+
+            traits = BulkLoadHook(conn_id=str(self.conn_id)).dialect.traits
+            if not traits.loads_csv_as_written:
+                reasons.append(
+                    f"{traits.engine}'s loader cannot read every CSV as written (a quoted empty "
+                    "string apart from NULL, CRLF line ends)"
+                )
+        if reasons and wanted is True:
+            self.log.warning("direct=True, but the input is staged: %s", "; ".join(reasons))
+        return not reasons
 
     def _sort_key(self) -> tuple[list[str], list[str]]:
         if self.sort_by_primary_key:
@@ -218,6 +255,8 @@ class StageToS3Operator(BaseOperator):
             compress_level=self.compress_level,
             probe_key=probe_key,
             table_columns=table_columns,
+            direct=self._direct(),
+            quoted_newlines=bool(parse_flag(self.quoted_newlines, "quoted_newlines")),
         )
         resources = Resources(
             temp_dir=self.temp_dir,

@@ -119,14 +119,45 @@ class ChunkSpec:
     key_columns: list[str] | None = None
     #: the S3 ETag of the staged object, checked by server-side loads (they never see the bytes)
     etag: str | None = None
+    # A *direct* chunk is (a byte range of) an input object, loaded with no staged copy: it
+    # names its ledger key under the staging prefix and its manifest there, the object's
+    # version when the bucket keeps versions, the bytes ``[start, end)`` of the stored object, and whether its first line is
+    # the file's header (skipped while streaming).
+    ledger_key: str | None = None
+    manifest_uri: str | None = None
+    version_id: str | None = None
+    byte_range: list[int] | None = None
+    skip_header: bool = False
 
     @property
     def bucket(self) -> str:
         return parse_s3_uri(self.uri)[0]
 
     @property
-    def key(self) -> str:
+    def object_key(self) -> str:
+        """The key of the S3 object the chunk's bytes are in."""
         return parse_s3_uri(self.uri)[1]
+
+    @property
+    def key(self) -> str:
+        """The chunk's key in the ledger: its staged object's key, or a direct chunk's own."""
+        return self.ledger_key or self.object_key
+
+    @property
+    def is_direct(self) -> bool:
+        return self.ledger_key is not None
+
+    @property
+    def manifest_location(self) -> str:
+        """The URI of the manifest that lists this chunk."""
+        return self.manifest_uri or self.uri.rsplit("/", 1)[0] + "/manifest.json"
+
+    @property
+    def label(self) -> str:
+        """The chunk as a person finds it: its object, and for a range its bytes."""
+        if self.byte_range:
+            return f"{self.uri} (bytes {self.byte_range[0]}-{self.byte_range[1]})"
+        return self.uri
 
     @property
     def format(self) -> FileFormat:

@@ -12,13 +12,14 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from airflow_bulkload.exceptions import BulkLoadError, NulByteError
 from airflow_bulkload.s3io import parse_s3_uri
+from airflow_bulkload.staging.direct import direct_refusal, plan_direct
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest, read_manifest
 from airflow_bulkload.staging.normalize import normalize
 from airflow_bulkload.staging.origin import find_nul
@@ -64,6 +65,12 @@ class StagingOptions:
     #: the table's loadable columns, naming the input's columns when it has neither a header
     #: nor ``columns``
     table_columns: list[str] | None = None
+    #: load S3 objects as they are stored when the input needs no rewrite (see
+    #: :mod:`~airflow_bulkload.staging.direct`); the caller sets it only for an engine whose
+    #: loader reads CSV as written, with the ``client`` method
+    direct: bool = False
+    #: quoted values may hold line ends: direct objects are loaded whole, never cut in ranges
+    quoted_newlines: bool = False
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:
@@ -82,6 +89,7 @@ class StagingOptions:
             "chunk_size": self.chunk_size,
             "compression": self.compression,
             "compress_level": self.compress_level,
+            **({"direct": True, "quoted_newlines": self.quoted_newlines} if self.direct else {}),
         }
 
 
@@ -162,6 +170,11 @@ def stage(
     """
     resources = resources or Resources()
     sources = resolve_sources(source, s3)
+    if options.direct:
+        refusal = direct_refusal(sources, options.file_format, sort_key=options.sort_key)
+        if refusal:
+            log.info("the input is staged, not loaded as stored: %s", refusal)
+            options = replace(options, direct=False)
     fingerprint = input_fingerprint(sources, options.fingerprint_options())
     prefix = staging_prefix(
         staging_uri, dag_id=dag_id, table=table, run=run, fingerprint=fingerprint
@@ -182,6 +195,8 @@ def stage(
         log.info("deleted %d objects of an earlier, incomplete attempt under %s", stale, prefix)
 
     input_bytes = sum(s.size for s in sources)
+    if options.direct:
+        return _plan_direct(s3, sources, options, prefix, fingerprint, input_bytes)
     log.info(
         "staging %d file(s), %s, to %s (chunk size %s, %s, sort key %s)",
         len(sources),
@@ -275,14 +290,7 @@ def stage(
             f"staging wrote {manifest.total_rows} rows in chunks but read {normalized.rows}; "
             "no manifest written"
         )
-    bucket, key = parse_s3_uri(manifest_uri)
-    # written last: its presence is what says staging completed
-    s3.put_object(
-        Bucket=bucket,
-        Key=key,
-        Body=manifest.to_json().encode("utf-8"),
-        ContentType="application/json",
-    )
+    _write_manifest(s3, manifest_uri, manifest)
     elapsed = time.monotonic() - started
     log.info(
         "staged %d rows in %d chunks (%s raw, %s stored) in %.1f s (%.1f MB/s of input); "
@@ -293,6 +301,68 @@ def stage(
         format_size(manifest.total_bytes),
         elapsed,
         input_bytes / 1e6 / elapsed if elapsed > 0 else 0.0,
+        manifest_uri,
+    )
+    return StageResult(manifest, manifest_uri, prefix, skipped=False)
+
+
+def _write_manifest(s3: Any, manifest_uri: str, manifest: Manifest) -> None:
+    """Written last: its presence is what says staging (or planning) completed."""
+    bucket, key = parse_s3_uri(manifest_uri)
+    s3.put_object(
+        Bucket=bucket,
+        Key=key,
+        Body=manifest.to_json().encode("utf-8"),
+        ContentType="application/json",
+    )
+
+
+def _plan_direct(
+    s3: Any,
+    sources: Sequence[SourceFile],
+    options: StagingOptions,
+    prefix: str,
+    fingerprint: str,
+    input_bytes: int,
+) -> StageResult:
+    """The direct path: chunk specs that point at the input objects; only the manifest is
+    written under ``prefix``."""
+    started = time.monotonic()
+    manifest_uri = prefix + MANIFEST_NAME
+    chunks, columns = plan_direct(
+        sources,
+        s3,
+        options.file_format,
+        ledger_prefix=parse_s3_uri(prefix)[1],
+        manifest_uri=manifest_uri,
+        chunk_size=options.chunk_size,
+        columns=options.columns,
+        table_columns=options.table_columns,
+        key_columns=options.probe_key,
+        quoted_newlines=options.quoted_newlines,
+    )
+    manifest = Manifest(
+        input_fingerprint=fingerprint,
+        file_format=options.file_format.without_header().to_dict(),
+        columns=columns,
+        chunks=chunks,
+        total_rows=0,  # not known before the load: the ledger counts what loaded
+        total_bytes=sum(c.bytes for c in chunks),
+        created_at=datetime.now(UTC).isoformat(),
+        total_raw_bytes=sum(c.raw_bytes or 0 for c in chunks),
+        source_count=len(sources),
+        source_bytes=input_bytes,
+        sources=[s.location for s in sources],
+        source_format=options.file_format.to_dict(),
+    )
+    _write_manifest(s3, manifest_uri, manifest)
+    log.info(
+        "planned %d direct chunk(s) over %d object(s), %s, loaded as stored (nothing copied) "
+        "in %.1f s; manifest %s",
+        len(chunks),
+        len(sources),
+        format_size(input_bytes),
+        time.monotonic() - started,
         manifest_uri,
     )
     return StageResult(manifest, manifest_uri, prefix, skipped=False)

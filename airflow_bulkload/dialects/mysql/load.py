@@ -211,7 +211,7 @@ class MySqlLoader(MySqlSession):
         """Aurora MySQL ``LOAD DATA FROM S3 FILE`` (``aurora_s3``). Refuses gzip chunks."""
         if method != "aurora_s3":
             return super().load_server_side(conn, method, table, columns, chunk, region)
-        if chunk.compression == "gzip" or chunk.key.lower().endswith(".gz"):
+        if chunk.compression == "gzip" or chunk.object_key.lower().endswith(".gz"):
             raise ChunkLoadError(
                 chunk.uri,
                 "Aurora MySQL LOAD DATA FROM S3 cannot read gzip objects",

@@ -204,7 +204,7 @@ class PostgresLoader(PostgresSession):
         if method != "rds_s3":
             return super().load_server_side(conn, method, table, columns, chunk, region)
         statement, params = self.import_from_s3_call(
-            conn, table, columns, chunk.format, chunk.bucket, chunk.key, region
+            conn, table, columns, chunk.format, chunk.bucket, chunk.object_key, region
         )
         try:
             with conn.cursor() as cur:

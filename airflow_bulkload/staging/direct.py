@@ -1,0 +1,390 @@
+"""Direct chunks: input objects loaded as they are stored, with no staged copy.
+
+When the input needs no rewrite (CSV in S3 whose columns map onto the table, no sort, a loader
+that reads the format as written), planning lists the objects and emits chunk specs that point
+at the objects themselves: a gzip object is one chunk; a plain object larger than the chunk
+size is cut into byte ranges (S3 ranged GETs) at line ends. Nothing is downloaded to a worker's
+disk, and the only object written under the staging prefix is the manifest.
+
+**Where a range is cut, and why that is safe.** A cut is placed after the first line end at or
+after each multiple of the chunk size, found with a small ranged GET. A quoted value may hold a
+line end, and a cut inside one would split a record. The loader of each range counts the quote
+characters it streams: a range that starts outside quotes (the first does) ends outside quotes
+exactly when it holds an even number of them (a doubled quote, the CSV escape, counts twice), so
+every cut is checked by the range before it, and a range whose count is odd fails before its
+transaction commits, naming the cut and what to do (``quoted_newlines=True`` loads each object
+whole). That check needs the quote to be its own escape; an input with another escape
+character is staged instead.
+
+**What a range knows of itself.** Its object's ETag (or version id, when the bucket keeps
+versions) is pinned on every read, so an object changed after planning fails the read instead of
+loading other bytes; its first and last key, for the ledger's checks, are read from its first
+and last record while it streams.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, BinaryIO
+
+from airflow_bulkload.exceptions import ChunkLoadError
+from airflow_bulkload.s3io import (
+    READ_BUFFER_BYTES,
+    ChunkStream,
+    open_s3_stream,
+    parse_s3_uri,
+    s3_client,
+    s3_error_code,
+)
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
+from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES, InputFormatError
+from airflow_bulkload.staging.planning import GZIP_EXPANSION_ESTIMATE, SourceFile
+
+#: bytes read at the start of each object (format and header) and around each cut point
+PEEK_BYTES = 64 * 1024
+#: the encodings PostgreSQL's COPY reads as such (others are staged, i.e. re-encoded)
+DIRECT_ENCODINGS = ("utf-8", "latin-1", "ascii")
+#: the tail of a range kept while it streams, to read its last record's key
+TAIL_BYTES = 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
+
+
+def direct_refusal(
+    sources: Sequence[SourceFile], fmt: FileFormat, *, sort_key: Sequence[str]
+) -> str | None:
+    """Why this input cannot be loaded as stored (it is staged then), or ``None`` when it can.
+
+    The engine's side (a loader that reads CSV as written, the ``client`` method) is the
+    caller's to decide: see ``StagingOptions.direct``.
+    """
+    if sort_key:
+        return "the input is sorted first"
+    if fmt.format != "csv":
+        return f"format {fmt.format!r} is staged"
+    if fmt.effective_escape != fmt.quote:
+        return (
+            "an escape character other than the quote is staged (cut points are checked by quotes)"
+        )
+    if fmt.python_encoding not in DIRECT_ENCODINGS:
+        return f"encoding {fmt.encoding!r} is re-encoded by staging"
+    if not sources:
+        return "no input objects"
+    local = [s.location for s in sources if not s.is_s3]
+    if local:
+        return f"local files ({local[0]}, ...) are staged into S3"
+    return None
+
+
+def _get(s3: Any, source: SourceFile, start: int, end: int) -> tuple[bytes, dict[str, Any]]:
+    """Bytes ``[start, end)`` of the object, pinned to the ETag it was listed with."""
+    bucket, key = parse_s3_uri(source.location)
+    response = s3.get_object(
+        Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", IfMatch=source.version
+    )
+    body = response["Body"]
+    try:
+        return body.read(), response
+    finally:
+        body.close()
+
+
+def _first_line(data: bytes, gzipped: bool) -> bytes:
+    if gzipped:
+        data = zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(data, MAX_RECORD_BYTES)
+    if data.startswith(_BOM):
+        data = data[len(_BOM) :]
+    end = data.find(b"\n")
+    return data[: end if end >= 0 else len(data)].rstrip(b"\r")
+
+
+def _fields(line: bytes, fmt: FileFormat) -> list[str]:
+    if csv.field_size_limit() < MAX_RECORD_BYTES:
+        csv.field_size_limit(MAX_RECORD_BYTES)
+    text = line.decode(fmt.python_encoding, errors="replace")
+    return next(csv.reader([text], delimiter=fmt.delimiter, quotechar=fmt.quote), [])
+
+
+def _cut_points(s3: Any, source: SourceFile, chunk_size: int) -> list[int]:
+    """Offsets just after the first line end at or after each multiple of ``chunk_size``."""
+    cuts: list[int] = []
+    nominal = chunk_size
+    while nominal < source.size - chunk_size // 2:
+        offset = max(nominal, cuts[-1] if cuts else 0)
+        cut = None
+        while cut is None and offset < source.size and offset - nominal <= MAX_RECORD_BYTES:
+            window, _ = _get(s3, source, offset, min(offset + PEEK_BYTES, source.size))
+            at = window.find(b"\n")
+            if at >= 0:
+                cut = offset + at + 1
+            offset += len(window)
+        if cut is None:
+            raise InputFormatError(
+                f"{source.location}: no line end within {MAX_RECORD_BYTES // 2**20} MB after byte "
+                f"{nominal}: records are longer than a record may be"
+            )
+        if cut >= source.size:
+            break
+        cuts.append(cut)
+        nominal = cut + chunk_size
+    return cuts
+
+
+def plan_direct(
+    sources: Sequence[SourceFile],
+    s3: Any,
+    fmt: FileFormat,
+    *,
+    ledger_prefix: str,
+    manifest_uri: str,
+    chunk_size: int,
+    columns: Sequence[str] | None,
+    table_columns: Sequence[str] | None,
+    key_columns: Sequence[str],
+    quoted_newlines: bool,
+) -> tuple[list[ChunkSpec], list[str] | None]:
+    """Chunk specs that point at the input objects, and the input's columns (first file's).
+
+    ``ledger_prefix`` is the staging prefix's key: each chunk's ledger key is
+    ``<ledger_prefix>direct-NNNNN``, beside the manifest at ``manifest_uri``. With a header, each object is mapped
+    by its own header (files naming other columns are refused, as staging does); without one,
+    ``columns`` (else the table's columns) name the fields in file order.
+    """
+    chunks: list[ChunkSpec] = []
+    first: tuple[str, list[str]] | None = None
+    for source in sources:
+        if source.size == 0:
+            continue
+        head, response = _get(s3, source, 0, min(PEEK_BYTES, source.size))
+        gzipped = head[:2] == b"\x1f\x8b"
+        names = list(columns) if columns else list(table_columns) if table_columns else None
+        if fmt.header:
+            header = _fields(_first_line(head, gzipped), fmt)
+            if columns:
+                swapped = [
+                    c for c in columns if c in header and list(columns).index(c) != header.index(c)
+                ]
+                if swapped:
+                    raise InputFormatError(
+                        f"columns={list(columns)} contradicts the header of {source.location} "
+                        f"({header}): {swapped} stand at other positions there. columns renames "
+                        "the header's columns by position; leave it out to map the header by name"
+                    )
+            repeated = sorted({name for name in header if header.count(name) > 1})
+            if repeated:
+                raise InputFormatError(
+                    f"{source.location}: the header names column(s) {repeated} more than once "
+                    f"({header}): columns are mapped by name, so each name must be unique; "
+                    "rename them in the file"
+                )
+            names = list(columns) if columns else header
+            if first is None:
+                first = (source.location, names)
+            elif set(names) != set(first[1]) or len(names) != len(first[1]):
+                raise InputFormatError(
+                    f"{source.location} has columns {names}, but {first[0]} has {first[1]}: "
+                    "every file of one input must name the same columns"
+                )
+        elif first is None:
+            first = (source.location, names or [])
+        whole = gzipped or quoted_newlines or source.size <= chunk_size + chunk_size // 2
+        cuts = [] if whole else _cut_points(s3, source, chunk_size)
+        bounds = list(zip([0, *cuts], [*cuts, source.size], strict=True))
+        for start, end in bounds:
+            index = len(chunks)
+            chunks.append(
+                ChunkSpec(
+                    uri=source.location,
+                    checksum=f"etag:{source.version}:{start}-{end}",
+                    rows=None,
+                    bytes=end - start,
+                    raw_bytes=(end - start) * (GZIP_EXPANSION_ESTIMATE if gzipped else 1),
+                    index=index,
+                    compression="gzip" if gzipped else "none",
+                    file_format=fmt.without_header().to_dict(),
+                    columns=names,
+                    key_columns=list(key_columns) or None,
+                    etag=source.version,
+                    ledger_key=f"{ledger_prefix}direct-{index:05d}",
+                    manifest_uri=manifest_uri,
+                    version_id=response.get("VersionId") or None,
+                    byte_range=None if len(bounds) == 1 else [start, end],
+                    skip_header=fmt.header and start == 0,
+                )
+            )
+    return chunks, first[1] if first else None
+
+
+class _DirectReader:
+    """The bytes of one direct chunk as the loader must see them: no BOM, no header line.
+
+    While they stream it counts quotes (the cut check), refuses NUL bytes (PostgreSQL cannot
+    store them, and the staged path refuses them too), and keeps the first and last record for
+    the chunk's key probe.
+    """
+
+    def __init__(self, raw: BinaryIO, spec: ChunkSpec) -> None:
+        self._raw = raw
+        self._spec = spec
+        self._fmt = spec.format
+        self._quote = self._fmt.quote.encode()
+        self._pending: bytes | None = None
+        self._quotes = 0
+        self._offset = (spec.byte_range or [0])[0]
+        self._head = b""
+        self.first_record: bytes | None = None
+        self._tail = b""
+        self._done = False
+
+    def _start(self) -> None:
+        data = self._raw.read(READ_BUFFER_BYTES)
+        if self._offset == 0 and data.startswith(_BOM):
+            data = data[len(_BOM) :]
+        if self._spec.skip_header:
+            while True:
+                end = data.find(b"\n")
+                while end >= 0 and data[:end].count(self._quote) % 2:
+                    end = data.find(b"\n", end + 1)  # a line end inside a quoted header name
+                if end >= 0:
+                    data = data[end + 1 :]
+                    break
+                more = self._raw.read(READ_BUFFER_BYTES)
+                if not more or len(data) > MAX_RECORD_BYTES:
+                    data = b""  # a header alone
+                    break
+                data += more
+        self._pending = data
+
+    def read(self, size: int = READ_BUFFER_BYTES) -> bytes:
+        if self._pending is None:
+            self._start()
+        if self._pending:
+            data, self._pending = self._pending[:size], self._pending[size:]
+        else:
+            data = self._raw.read(size)
+        if not data:
+            self._finish()
+            return b""
+        self._inspect(data)
+        return data
+
+    def _inspect(self, data: bytes) -> None:
+        nul = data.find(b"\0")
+        if nul >= 0:
+            raise ChunkLoadError(
+                self._spec.uri,
+                "the input holds a NUL byte (U+0000): PostgreSQL cannot store it in text and "
+                "MySQL would store it verbatim, so it is refused. Remove NUL bytes from the input "
+                "(e.g. tr -d '\\000'), or map them to a character of your choice",
+                expected="text without NUL bytes",
+            )
+        self._quotes += data.count(self._quote)
+        if self.first_record is None and len(self._head) <= MAX_RECORD_BYTES:
+            self._head += data
+            end = self._head.find(b"\n")
+            if end >= 0:
+                self.first_record = self._head[:end]
+                self._head = b""
+        self._tail = (self._tail + data)[-TAIL_BYTES:]
+
+    def _finish(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        if self._quotes % 2:
+            start, end = self._spec.byte_range or [0, self._spec.bytes]
+            raise ChunkLoadError(
+                self._spec.uri,
+                f"bytes {start}-{end} end inside a quoted value: a quoted field holds a line end "
+                f"across the cut at byte {end}, so the records there cannot be split by bytes. "
+                "Nothing of this range was loaded; run the load with quoted_newlines=True (each "
+                "object is then loaded whole)",
+                expected="ranges cut between records",
+            )
+
+    @property
+    def last_record(self) -> bytes | None:
+        tail = self._tail.rstrip(b"\r\n")
+        at = tail.rfind(b"\n")
+        if at < 0 and len(self._tail) >= TAIL_BYTES:
+            return None  # longer than what was kept
+        return tail[at + 1 :]
+
+    def key_probe(
+        self, columns: Sequence[str], key: Sequence[str]
+    ) -> tuple[list[str], list[str]] | None:
+        """The first and last record's ``key`` values, when both records are single lines."""
+        if not key or not set(key) <= set(columns):
+            return None
+        records = [self.first_record, self.last_record]
+        keys: list[list[str]] = []
+        for record in records:
+            if record is None or record.count(self._quote) % 2:
+                return None  # a record over several lines: its key cannot be read from one
+            fields = _fields(record.rstrip(b"\r"), self._fmt)
+            if len(fields) != len(columns):
+                return None
+            keys.append([fields[list(columns).index(k)] for k in key])
+        return keys[0], keys[1]
+
+
+@contextmanager
+def open_chunk_stream(
+    spec: ChunkSpec, *, aws_conn_id: str | None, client: Any = None
+) -> Iterator[ChunkStream]:
+    """A chunk's bytes as its loader reads them: a staged object, or a direct one's range.
+
+    A direct chunk's object is read pinned to the version (or ETag) planning saw: an object
+    changed since fails with :class:`ChunkLoadError` before anything loads.
+    """
+    if not spec.is_direct:
+        with open_s3_stream(
+            spec.uri, aws_conn_id=aws_conn_id, compression=spec.compression, client=client
+        ) as stream:
+            yield stream
+        return
+    s3 = client or s3_client(aws_conn_id)
+    request: dict[str, Any] = {"Bucket": spec.bucket, "Key": spec.object_key}
+    if spec.version_id:
+        request["VersionId"] = spec.version_id
+    elif spec.etag:
+        request["IfMatch"] = spec.etag
+    if spec.byte_range:
+        request["Range"] = f"bytes={spec.byte_range[0]}-{spec.byte_range[1] - 1}"
+    try:
+        response = s3.get_object(**request)
+    except Exception as exc:
+        code = s3_error_code(exc)
+        if code in ("PreconditionFailed", "412", "NoSuchKey", "404", "NoSuchVersion"):
+            raise ChunkLoadError(
+                spec.uri,
+                "the input object changed or went away after the load was planned "
+                f"({code}); nothing of it was loaded. Run the load again: planning sees the "
+                "object as it is now",
+                expected=f"the object with ETag {spec.etag}",
+            ) from exc
+        raise
+    body = response["Body"]
+    try:
+        raw: Any = gzip.GzipFile(fileobj=body, mode="rb") if spec.compression == "gzip" else body
+        yield DirectChunkStream(_DirectReader(raw, spec), spec)
+    finally:
+        body.close()
+
+
+class DirectChunkStream(ChunkStream):
+    """A direct chunk's stream; after it is read, :meth:`key_probe` has its first and last key."""
+
+    def __init__(self, reader: _DirectReader, spec: ChunkSpec) -> None:
+        super().__init__(reader, spec.uri)  # type: ignore[arg-type]
+        self._reader = reader
+        self._spec = spec
+
+    def key_probe(self) -> tuple[list[str], list[str]] | None:
+        """The first and last record's key (``None`` without a key or for multi-line records)."""
+        if not self._spec.key_columns:
+            return None
+        return self._reader.key_probe(self._spec.columns or [], self._spec.key_columns)
