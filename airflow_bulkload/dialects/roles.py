@@ -134,6 +134,15 @@ class Ledger(abc.ABC):
         """For each key (values of ``columns``, as text), whether a row with it is in ``table``."""
 
     @abc.abstractmethod
+    def stored_key_values(
+        self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
+    ) -> list[list[Any]]:
+        """Each key (values of ``columns``, as text) as ``table`` stores it, read back as text:
+        converted to its column's type as a load converts it (a ``timestamp(0)`` rounds its
+        fraction, a ``numeric(10,1)`` its digits), so :meth:`keys_present` finds the row a load
+        of that text stored. Run in the loading transaction."""
+
+    @abc.abstractmethod
     def ledger_rows(self, conn: Any, table: TableRef) -> int:
         """The rows the chunk ledger says are in ``table``, over all its entries."""
 

@@ -182,6 +182,52 @@ class MySqlLedger(MySqlLoader):
             row = cur.fetchone()
         return [bool(v) for v in (row or [])]
 
+    def stored_key_values(
+        self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
+    ) -> list[list[Any]]:
+        """Each key inserted into a temporary table typed like the key columns (the conversion
+        a load applies: a ``DATETIME`` drops its fraction) and read back as text. Temporary
+        tables do not end the transaction. Where the server refuses one (no CREATE TEMPORARY
+        TABLES privilege, GTID consistency), the keys are kept as given, as before."""
+        import MySQLdb
+
+        if not keys:
+            return []
+        scratch = quote_identifier("bulkload_stored_keys", "table")
+        quoted = [quote_identifier(c, "column") for c in columns]
+        rows: list[list[Any]] = []
+        try:
+            with _cursor(conn) as cur:
+                cur.execute(f"DROP TEMPORARY TABLE IF EXISTS {scratch}")
+                cur.execute(
+                    f"CREATE TEMPORARY TABLE {scratch} "  # noqa: S608 (quoted)
+                    f"SELECT 0 AS `bulkload_position`, {', '.join(quoted)} "
+                    f"FROM {quote_table(table)} LIMIT 0"
+                )
+                values = ", ".join(["%s"] * (len(columns) + 1))
+                cur.executemany(
+                    f"INSERT INTO {scratch} VALUES ({values})",  # noqa: S608 (quoted)
+                    [
+                        [position] + [None if v is None else str(v) for v in key]
+                        for position, key in enumerate(keys)
+                    ],
+                )
+                cur.execute(
+                    f"SELECT {', '.join(f'CAST({c} AS CHAR)' for c in quoted)} "  # noqa: S608 (quoted)
+                    f"FROM {scratch} ORDER BY `bulkload_position`"
+                )
+                rows = [list(r) for r in cur.fetchall()]
+                cur.execute(f"DROP TEMPORARY TABLE IF EXISTS {scratch}")
+        except MySQLdb.Error as exc:
+            log.warning(
+                "could not read back the keys of %s as the table stores them (%s): the chunk's "
+                "first and last key are kept as the input has them",
+                table,
+                exc,
+            )
+            return [list(key) for key in keys]
+        return rows
+
     def ledger_rows(self, conn: Any, table: TableRef) -> int:
         total = _scalar(
             conn,

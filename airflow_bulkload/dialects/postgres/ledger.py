@@ -150,6 +150,34 @@ class PostgresLedger(PostgresSession):
             row = cur.fetchone()
         return [bool(v) for v in (row or [])]
 
+    def stored_key_values(
+        self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
+    ) -> list[list[Any]]:
+        """Each value cast to its column's type with its typmod (``format_type``), as COPY's
+        input conversion does, and read back as text."""
+        if not keys:
+            return []
+        with self._read(conn) as cur:
+            cur.execute(
+                "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)"
+                " FROM pg_catalog.pg_attribute a WHERE a.attrelid = pg_catalog.to_regclass(%s)"
+                " AND a.attnum > 0 AND NOT a.attisdropped",
+                (table_identifier(table).as_string(conn),),
+            )
+            types = {str(name): str(type_) for name, type_ in cur.fetchall()}
+            casts = [
+                sql.SQL("CAST(%s AS {})::text").format(sql.SQL(types.get(c, "text")))
+                for _ in keys
+                for c in columns
+            ]
+            cur.execute(
+                sql.SQL("SELECT {}").format(sql.SQL(", ").join(casts)),
+                [None if v is None else str(v) for key in keys for v in key],
+            )
+            row = list(cur.fetchone() or [])
+        width = len(columns)
+        return [row[i * width : (i + 1) * width] for i in range(len(keys))]
+
     def ledger_rows(self, conn: Any, table: TableRef) -> int:
         with self._read(conn) as cur:
             cur.execute(
