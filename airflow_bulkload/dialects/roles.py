@@ -111,7 +111,9 @@ class Ledger(abc.ABC):
         The delete must match the ledger: with ``exact`` it must delete exactly ``entry.rows``
         rows, else (at most that many, for a chunk some of whose rows are already gone) it
         raises :class:`~airflow_bulkload.exceptions.WithdrawMismatchError` and rolls back, so
-        rows the chunk did not insert are never taken."""
+        rows the chunk did not insert are never taken. A row with a chunk key whose other
+        columns differ from the chunk's row changed since it loaded (another load, a person):
+        :class:`~airflow_bulkload.exceptions.WithdrawChangedRowsError`, nothing deleted."""
 
     @abc.abstractmethod
     def forget_chunk(self, conn: Any, entry: LedgerEntry) -> None:

@@ -11,7 +11,14 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_bulkload.catalog import KeyProbe, LedgerEntry, LoadRecord, TableRef, check_withdrawn
+from airflow_bulkload.catalog import (
+    KeyProbe,
+    LedgerEntry,
+    LoadRecord,
+    TableRef,
+    check_unchanged,
+    check_withdrawn,
+)
 from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.staging.manifest import ChunkSpec
 
@@ -53,6 +60,18 @@ def innodb_table_name(table: TableRef) -> str:
         )
 
     return f"{encode(table.schema or '')}/{encode(table.name)}"
+
+
+def _row_bytes(alias: str, columns: Sequence[str]) -> str:
+    """The row's values as one byte string, NULL-safe and exact (each value quoted, NULL as the
+    bare word), compared byte for byte whatever the columns' collations."""
+    return (
+        "CONCAT_WS(',', "
+        + ", ".join(
+            f"QUOTE(CAST({alias}.{quote_identifier(c, 'column')} AS BINARY))" for c in columns
+        )
+        + ")"
+    )
 
 
 def chunk_id(table: str, chunk_key: str) -> bytes:
@@ -292,11 +311,15 @@ class MySqlLedger(MySqlLoader):
         """LOAD the chunk into a scratch table beside the target, delete the rows whose key
         matches and the ledger entry in one transaction under the chunk's lock, then drop the
         scratch table. MySQL's DDL commits, so the scratch table is a regular table made and
-        dropped outside that transaction (a killed run's leftover is replaced next time)."""
+        dropped outside that transaction (a killed run's leftover is replaced next time).
+
+        A row whose other columns differ from the chunk's (changed since it loaded) refuses the
+        withdraw."""
         name = "bulkload_withdraw_" + chunk_id(entry.table, entry.chunk_key).hex()[:16]
         scratch = TableRef(name=name, schema=table.schema)
         columns = chunk.columns or [column for column, _ in self.load_columns(conn, table)]
         selected = ", ".join(quote_identifier(c, "column") for c in columns)
+        others = [c for c in columns if c not in key_columns]
         match = " AND ".join(
             f"t.{quote_identifier(c, 'column')} = w.{quote_identifier(c, 'column')}"
             for c in key_columns
@@ -312,6 +335,18 @@ class MySqlLedger(MySqlLoader):
                 self.claim_chunk(conn, table, chunk)
                 self.load_stream(conn, scratch, columns, chunk.format, stream, chunk.uri)
                 with _cursor(conn) as cur:
+                    if others:
+                        cur.execute(
+                            "SELECT "  # noqa: S608 (quoted)
+                            + ", ".join(
+                                f"CAST(w.{quote_identifier(c, 'column')} AS CHAR)"
+                                for c in key_columns
+                            )
+                            + f" FROM {quote_table(table)} AS t JOIN {quote_table(scratch)} AS w"
+                            f" ON {match} WHERE {_row_bytes('t', others)} <> "
+                            f"{_row_bytes('w', others)} LIMIT 1"
+                        )
+                        check_unchanged(entry, chunk.uri, table, key_columns, cur.fetchone())
                     deleted = int(
                         cur.execute(
                             f"DELETE t FROM {quote_table(table)} AS t "

@@ -12,7 +12,14 @@ from typing import Any
 
 from psycopg import sql
 
-from airflow_bulkload.catalog import KeyProbe, LedgerEntry, LoadRecord, TableRef, check_withdrawn
+from airflow_bulkload.catalog import (
+    KeyProbe,
+    LedgerEntry,
+    LoadRecord,
+    TableRef,
+    check_unchanged,
+    check_withdrawn,
+)
 from airflow_bulkload.dialects.postgres.migrations import _S
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
 from airflow_bulkload.s3io import ChunkStream
@@ -36,6 +43,16 @@ def _ledger_entry(row: Sequence[Any]) -> LedgerEntry:
         if probe
         else None,
         generation=row[7],
+    )
+
+
+def _row_text(alias: str, columns: Sequence[str]) -> sql.Composed:
+    """The row's values as one text, NULL-safe and for every type (``json`` has no ``=``):
+    equal exactly when each value's text is; byte-wise (``"C"``), so a hash join can use it."""
+    return sql.SQL('ROW({})::text COLLATE "C"').format(
+        sql.SQL(", ").join(
+            sql.SQL("{}.{}").format(sql.Identifier(alias), sql.Identifier(c)) for c in columns
+        )
     )
 
 
@@ -244,7 +261,9 @@ class PostgresLedger(PostgresSession):
     ) -> int:
         """COPY the chunk into a temporary table (dropped at commit), delete the rows whose key
         matches, and the ledger entry; under the chunk's claim, so no loader races it. A delete
-        that does not match the ledger's row count rolls back (see the interface)."""
+        that does not match the ledger's row count, or that would take a row whose other
+        columns differ from the chunk's (changed since it loaded), rolls back (see the
+        interface)."""
         info = self.describe_table(conn, table)
         generated = set(info.extra.get("generated_columns", []))
         columns = chunk.columns or [c.name for c in info.columns if c.name not in generated]
@@ -252,6 +271,7 @@ class PostgresLedger(PostgresSession):
         match = sql.SQL(" AND ").join(
             sql.SQL("t.{c} = w.{c}").format(c=sql.Identifier(c)) for c in key_columns
         )
+        others = [c for c in columns if c not in key_columns]
         with self.transaction(conn):
             self.claim_chunk(conn, table, chunk)
             conn.execute(
@@ -264,6 +284,22 @@ class PostgresLedger(PostgresSession):
                 )
             )
             self.load_stream(conn, scratch, columns, chunk.format, stream, chunk.uri)
+            if others:
+                changed = conn.execute(
+                    sql.SQL(
+                        "SELECT {} FROM {} AS t JOIN {} AS w ON {} WHERE {} <> {} LIMIT 1"
+                    ).format(
+                        sql.SQL(", ").join(
+                            sql.SQL("w.{}::text").format(sql.Identifier(c)) for c in key_columns
+                        ),
+                        table_identifier(table),
+                        table_identifier(scratch),
+                        match,
+                        _row_text("t", others),
+                        _row_text("w", others),
+                    )
+                ).fetchone()
+                check_unchanged(entry, chunk.uri, table, key_columns, changed)
             deleted = conn.execute(
                 sql.SQL("DELETE FROM {} AS t USING {} AS w WHERE {}").format(
                     table_identifier(table), table_identifier(scratch), match

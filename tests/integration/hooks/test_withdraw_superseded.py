@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError, InputAlreadyLoadedError
+from airflow_bulkload.exceptions import (
+    BulkLoadError,
+    ChunkLoadError,
+    InputAlreadyLoadedError,
+    WithdrawChangedRowsError,
+)
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.stager import StageResult, StagingOptions, stage
@@ -105,6 +110,26 @@ def test_a_table_without_primary_key_is_refused_with_what_to_do(
 
     with pytest.raises(BulkLoadError, match=r"no primary key.*delete them by hand"):
         hook.withdraw_superseded_chunks("notes", second.manifest_uri)
+
+
+def test_rows_changed_since_the_chunk_loaded_are_not_taken_back(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """A row with the chunk's key but other values (another load re-delivered it, or someone
+    edited it) is not the chunk's row: reloading the chunk would overwrite it."""
+    create_notes(any_db)
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    load_all(hook, stage_input(moto_server, s3_bucket, source))
+    any_db.query("UPDATE notes SET note = 'edited' WHERE id = 7")
+    source.write_text(GOOD + "301,late arrival\n")
+    second = stage_input(moto_server, s3_bucket, source)
+
+    with pytest.raises(WithdrawChangedRowsError, match=r"\(id\) = \(7\)"):
+        hook.withdraw_superseded_chunks("notes", second.manifest_uri)
+    assert any_db.query("SELECT count(*) FROM notes") == [(300,)]
+    assert any_db.query("SELECT note FROM notes WHERE id = 7") == [("edited",)]
 
 
 def test_chunks_with_no_load_record_are_not_taken_back_without_reload(
