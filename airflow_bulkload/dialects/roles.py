@@ -107,6 +107,8 @@ class Ledger(abc.ABC):
         """Take a committed chunk back out: delete the rows of ``table`` whose ``key_columns``
         equal those of a row in ``stream`` (the chunk's content, as it was loaded) and the
         chunk's ledger entry, in one transaction of its own (committed). Returns rows deleted.
+        With no ``key_columns`` (the table has no key the chunk carries), a row matches on every
+        column the chunk carries, NULL-safely, and the delete must be exact.
 
         The delete must match the ledger: with ``exact`` it must delete exactly ``entry.rows``
         rows, else (at most that many, for a chunk some of whose rows are already gone) it

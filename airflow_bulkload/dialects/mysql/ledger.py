@@ -62,13 +62,14 @@ def innodb_table_name(table: TableRef) -> str:
     return f"{encode(table.schema or '')}/{encode(table.name)}"
 
 
-def _row_bytes(alias: str, columns: Sequence[str]) -> str:
+def _row_bytes(alias: str | None, columns: Sequence[str]) -> str:
     """The row's values as one byte string, NULL-safe and exact (each value quoted, NULL as the
     bare word), compared byte for byte whatever the columns' collations."""
+    prefix = f"{alias}." if alias else ""
     return (
         "CONCAT_WS(',', "
         + ", ".join(
-            f"QUOTE(CAST({alias}.{quote_identifier(c, 'column')} AS BINARY))" for c in columns
+            f"QUOTE(CAST({prefix}{quote_identifier(c, 'column')} AS BINARY))" for c in columns
         )
         + ")"
     )
@@ -314,20 +315,31 @@ class MySqlLedger(MySqlLoader):
         dropped outside that transaction (a killed run's leftover is replaced next time).
 
         A row whose other columns differ from the chunk's (changed since it loaded) refuses the
-        withdraw."""
+        withdraw. Without ``key_columns``, a row matches on every column the chunk carries,
+        NULL-safely and byte for byte, and the count must be exact; the scratch table then
+        indexes a CRC32 of each row, so each target row costs one index lookup."""
         name = "bulkload_withdraw_" + chunk_id(entry.table, entry.chunk_key).hex()[:16]
         scratch = TableRef(name=name, schema=table.schema)
         columns = chunk.columns or [column for column, _ in self.load_columns(conn, table)]
         selected = ", ".join(quote_identifier(c, "column") for c in columns)
         others = [c for c in columns if c not in key_columns]
-        match = " AND ".join(
-            f"t.{quote_identifier(c, 'column')} = w.{quote_identifier(c, 'column')}"
-            for c in key_columns
-        )
+        if key_columns:
+            match = " AND ".join(
+                f"t.{quote_identifier(c, 'column')} = w.{quote_identifier(c, 'column')}"
+                for c in key_columns
+            )
+            crc, join = "", "JOIN"
+        else:  # the target first: each of its rows one lookup in the scratch table's index
+            match = (
+                f"w.`bulkload_row_crc` = CRC32({_row_bytes('t', columns)}) "
+                f"AND {_row_bytes('t', columns)} = {_row_bytes('w', columns)}"
+            )
+            crc = "(`bulkload_row_crc` INT UNSIGNED NULL, INDEX (`bulkload_row_crc`)) "
+            join = "STRAIGHT_JOIN"
         with _cursor(conn) as cur:
             cur.execute(f"DROP TABLE IF EXISTS {quote_table(scratch)}")
             cur.execute(
-                f"CREATE TABLE {quote_table(scratch)} ENGINE=InnoDB "  # noqa: S608 (quoted)
+                f"CREATE TABLE {quote_table(scratch)} {crc}ENGINE=InnoDB "  # noqa: S608 (quoted)
                 f"SELECT {selected} FROM {quote_table(table)} LIMIT 0"
             )
         try:
@@ -335,7 +347,12 @@ class MySqlLedger(MySqlLoader):
                 self.claim_chunk(conn, table, chunk)
                 self.load_stream(conn, scratch, columns, chunk.format, stream, chunk.uri)
                 with _cursor(conn) as cur:
-                    if others:
+                    if not key_columns:
+                        cur.execute(
+                            f"UPDATE {quote_table(scratch)} "  # noqa: S608 (quoted)
+                            f"SET `bulkload_row_crc` = CRC32({_row_bytes(None, columns)})"
+                        )
+                    elif others:
                         cur.execute(
                             "SELECT "  # noqa: S608 (quoted)
                             + ", ".join(
@@ -350,10 +367,10 @@ class MySqlLedger(MySqlLoader):
                     deleted = int(
                         cur.execute(
                             f"DELETE t FROM {quote_table(table)} AS t "
-                            f"JOIN {quote_table(scratch)} AS w ON {match}"
+                            f"{join} {quote_table(scratch)} AS w ON {match}"
                         )
                     )
-                check_withdrawn(entry, chunk.uri, table, deleted, exact=exact)
+                check_withdrawn(entry, chunk.uri, table, deleted, exact=exact or not key_columns)
                 self.forget_chunk(conn, entry)
         finally:
             with _cursor(conn) as cur:

@@ -263,14 +263,19 @@ class PostgresLedger(PostgresSession):
         matches, and the ledger entry; under the chunk's claim, so no loader races it. A delete
         that does not match the ledger's row count, or that would take a row whose other
         columns differ from the chunk's (changed since it loaded), rolls back (see the
-        interface)."""
+        interface). Without ``key_columns``, a row matches on every column the chunk carries,
+        NULL-safely (as ``ROW(...)::text``, which a hash join can use), and the count must be
+        exact."""
         info = self.describe_table(conn, table)
         generated = set(info.extra.get("generated_columns", []))
         columns = chunk.columns or [c.name for c in info.columns if c.name not in generated]
         scratch = TableRef(name="bulkload_withdrawn_rows", schema="pg_temp")
-        match = sql.SQL(" AND ").join(
-            sql.SQL("t.{c} = w.{c}").format(c=sql.Identifier(c)) for c in key_columns
-        )
+        if key_columns:
+            match = sql.SQL(" AND ").join(
+                sql.SQL("t.{c} = w.{c}").format(c=sql.Identifier(c)) for c in key_columns
+            )
+        else:
+            match = sql.SQL("{} = {}").format(_row_text("t", columns), _row_text("w", columns))
         others = [c for c in columns if c not in key_columns]
         with self.transaction(conn):
             self.claim_chunk(conn, table, chunk)
@@ -284,7 +289,7 @@ class PostgresLedger(PostgresSession):
                 )
             )
             self.load_stream(conn, scratch, columns, chunk.format, stream, chunk.uri)
-            if others:
+            if key_columns and others:
                 changed = conn.execute(
                     sql.SQL(
                         "SELECT {} FROM {} AS t JOIN {} AS w ON {} WHERE {} <> {} LIMIT 1"
@@ -305,6 +310,6 @@ class PostgresLedger(PostgresSession):
                     table_identifier(table), table_identifier(scratch), match
                 )
             ).rowcount
-            check_withdrawn(entry, chunk.uri, table, int(deleted), exact=exact)
+            check_withdrawn(entry, chunk.uri, table, int(deleted), exact=exact or not key_columns)
             self.forget_chunk(conn, entry)
         return int(deleted)
