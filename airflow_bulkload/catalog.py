@@ -248,6 +248,28 @@ def check_withdrawn(
         )
 
 
+def check_unchanged(
+    entry: LedgerEntry, uri: str, table: TableRef, key_columns: list[str], changed: Any
+) -> None:
+    """Raise (so the withdrawing transaction rolls back) when ``changed``, the key of a row of
+    ``table`` that shares the chunk's key but not its other values, is set: the row is not the
+    one the chunk inserted, and reloading the chunk would overwrite it."""
+    if changed is None:
+        return
+    from airflow_bulkload.exceptions import WithdrawChangedRowsError
+
+    key = ", ".join(key_columns)
+    value = ", ".join("NULL" if v is None else str(v) for v in changed)
+    raise WithdrawChangedRowsError(
+        f"{uri}: taking this chunk back out of {table} would delete rows that changed since it "
+        f"loaded (load {entry.load_id}): e.g. the row with ({key}) = ({value}) holds other "
+        "values than the chunk's, so another load re-delivered its key or someone updated it, "
+        "and reloading the chunk would overwrite it. Nothing was deleted. To keep the current "
+        "rows, leave this date as it is (or load the input without those keys); to put the "
+        "chunk's values back, delete the rows with its keys by hand, then run again"
+    )
+
+
 @dataclass(frozen=True)
 class ServerFacts:
     """Server settings pre-flight advice reads besides the table (``None``: could not be read).

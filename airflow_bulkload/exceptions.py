@@ -101,6 +101,12 @@ class WithdrawMismatchError(BulkLoadError):
     rows the chunk did not insert share its keys. Nothing was deleted."""
 
 
+class WithdrawChangedRowsError(WithdrawMismatchError):
+    """Taking a chunk back out would delete rows that hold other values than the chunk's: they
+    were changed since it loaded (another load re-delivered their keys, or a person updated
+    them), and reloading the chunk would overwrite them. Nothing was deleted."""
+
+
 class LoadVerificationError(BulkLoadError):
     """The rows the load report claims are not what the target table holds."""
 

@@ -107,11 +107,15 @@ class Ledger(abc.ABC):
         """Take a committed chunk back out: delete the rows of ``table`` whose ``key_columns``
         equal those of a row in ``stream`` (the chunk's content, as it was loaded) and the
         chunk's ledger entry, in one transaction of its own (committed). Returns rows deleted.
+        With no ``key_columns`` (the table has no key the chunk carries), a row matches on every
+        column the chunk carries, NULL-safely, and the delete must be exact.
 
         The delete must match the ledger: with ``exact`` it must delete exactly ``entry.rows``
         rows, else (at most that many, for a chunk some of whose rows are already gone) it
         raises :class:`~airflow_bulkload.exceptions.WithdrawMismatchError` and rolls back, so
-        rows the chunk did not insert are never taken."""
+        rows the chunk did not insert are never taken. A row with a chunk key whose other
+        columns differ from the chunk's row changed since it loaded (another load, a person):
+        :class:`~airflow_bulkload.exceptions.WithdrawChangedRowsError`, nothing deleted."""
 
     @abc.abstractmethod
     def forget_chunk(self, conn: Any, entry: LedgerEntry) -> None:
@@ -132,6 +136,15 @@ class Ledger(abc.ABC):
         self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
     ) -> list[bool]:
         """For each key (values of ``columns``, as text), whether a row with it is in ``table``."""
+
+    @abc.abstractmethod
+    def stored_key_values(
+        self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
+    ) -> list[list[Any]]:
+        """Each key (values of ``columns``, as text) as ``table`` stores it, read back as text:
+        converted to its column's type as a load converts it (a ``timestamp(0)`` rounds its
+        fraction, a ``numeric(10,1)`` its digits), so :meth:`keys_present` finds the row a load
+        of that text stored. Run in the loading transaction."""
 
     @abc.abstractmethod
     def ledger_rows(self, conn: Any, table: TableRef) -> int:

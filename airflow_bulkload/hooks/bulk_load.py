@@ -172,7 +172,7 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
                                     rows,
                                     nbytes,
                                     load_id,
-                                    probe=probe,
+                                    probe=self._stored_probe(conn, ref, probe),
                                     generation=dialect.table_generation(conn, ref),
                                 ),
                             )
@@ -211,6 +211,16 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
             nbytes / 1e6 / result.seconds if result.seconds else 0.0,
         )
         return result
+
+    def _stored_probe(self, conn: Any, ref: TableRef, probe: KeyProbe | None) -> KeyProbe | None:
+        """The chunk's first and last key as the table stores them (a ``timestamp(0)`` key
+        rounds its input's fraction), so later probes find them; in the loading transaction."""
+        if probe is None:
+            return None
+        first, last = self.dialect.stored_key_values(
+            conn, ref, probe.columns, [probe.first, probe.last]
+        )
+        return KeyProbe(probe.columns, first, last)
 
     def _at_source(self, table: str, spec: ChunkSpec, error: ChunkLoadError) -> ChunkLoadError:
         """The error as the user can act on it: the input file and line of the bad record.

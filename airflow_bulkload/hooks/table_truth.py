@@ -205,7 +205,7 @@ class TableTruthMixin:
                 if dialect.table_is_empty(conn, ref):
                     self._forget_gone(conn, ref, superseded, "the table is empty")
                 else:
-                    key_columns = self._withdraw_key(conn, ref, superseded, bucket)
+                    key_columns = self._withdraw_key(conn, ref, superseded, bucket, s3)
                     for entry in superseded:
                         withdrawn.append(
                             self._withdraw(
@@ -216,10 +216,14 @@ class TableTruthMixin:
                     for prefix in prefixes:
                         dialect.delete_load_records(conn, ref, prefix)
             if reload and mine:
-                key_columns = self._withdraw_key(conn, ref, mine, bucket)
+                key_columns = self._withdraw_key(conn, ref, mine, bucket, s3)
                 for entry in mine:
                     withdrawn.append(
-                        self._withdraw(conn, ref, entry, bucket, key_columns, s3, exact=False)
+                        # matched on every column (no key): identical rows of another load
+                        # could stand in for missing ones, so the count must match exactly
+                        self._withdraw(
+                            conn, ref, entry, bucket, key_columns, s3, exact=not key_columns
+                        )
                     )
                 mine = []
             if mine:
@@ -351,19 +355,37 @@ class TableTruthMixin:
                 )
 
     def _withdraw_key(
-        self, conn: Any, ref: TableRef, entries: list[LedgerEntry], bucket: str
+        self, conn: Any, ref: TableRef, entries: list[LedgerEntry], bucket: str, s3: Any
     ) -> list[str]:
+        """The columns a withdraw of ``entries`` matches rows by: their probe key, else the
+        table's primary key or a unique key over NOT NULL columns, when the chunks carry all its
+        columns. ``[]`` when there is none (a surrogate key the input lacks, or no key): then
+        every column the chunks carry, and the delete must match the ledger's count exactly."""
         probes = {tuple(e.probe.columns) for e in entries if e.probe is not None}
         if len(probes) == 1:
             return list(next(iter(probes)))
-        key = self._primary_key(conn, ref)
-        if key:
-            return key
-        raise BulkLoadError(
-            f"{ref} has no primary key, so the rows of {len(entries)} chunk(s) an "
-            "earlier attempt of this load committed from a since-replaced staging "
-            f"(e.g. s3://{bucket}/{entries[0].chunk_key}) cannot be told apart: "
-            "delete them by hand, then their rows in the chunk ledger"
+        info = self.dialect.describe_table(conn, ref)
+        generated = set(info.extra.get("generated_columns", []))
+        carried = {c.name for c in info.columns if c.name not in generated}
+        keys = {e.chunk_key for e in entries}
+        for prefix in sorted({key.rsplit("/", 1)[0] for key in keys}):
+            manifest = read_manifest(s3, f"s3://{bucket}/{prefix}/{MANIFEST_NAME}")
+            for chunk in manifest.chunks if manifest else []:
+                if chunk.key in keys and chunk.columns:
+                    carried &= set(chunk.columns)
+        not_null = {c.name for c in info.columns if not c.nullable}
+        unique = [
+            list(index.columns)
+            for index in info.indexes
+            if index.is_unique
+            and index.is_valid
+            and not index.predicate
+            and index.columns
+            and set(index.columns) <= not_null
+        ]
+        return next(
+            (key for key in [self._primary_key(conn, ref), *unique] if key and set(key) <= carried),
+            [],
         )
 
     def _stale_entries(

@@ -22,10 +22,12 @@ class WithdrawSupersededChunksOperator(BaseOperator):
     When a run fails on a bad row, the chunks before it are committed. If the input is then
     corrected, staging writes a new manifest under a new fingerprint, whose chunks have new keys:
     the ledger would load them all, and the earlier attempt's rows would be there twice. This
-    task deletes those rows (by primary key, reading the superseded chunks again from S3) and
-    their ledger entries, one chunk per transaction, so the load that follows leaves each row
-    of the corrected input exactly once. It does nothing when nothing was superseded; a table
-    without a primary key is refused with what to do.
+    task deletes those rows (by key, reading the superseded chunks again from S3; by every column
+    the input carries when the table has no key the input holds) and their ledger entries, one
+    chunk per transaction, so the load that follows leaves each row of the corrected input
+    exactly once. It does nothing when nothing was superseded; a chunk whose rows cannot be
+    taken back exactly (rows of another load share its keys, or changed since) is refused, and
+    nothing is deleted.
 
     :param table: the target table.
     :param conn_id: a ``postgres`` or ``mysql`` connection.
@@ -33,8 +35,7 @@ class WithdrawSupersededChunksOperator(BaseOperator):
     :param aws_conn_id: AWS connection to read the superseded chunks.
     :param reload: take every chunk this load committed for the run's date back out (this input's
         and any earlier input's), so the date loads again from this input, exactly once. A bool,
-        or a string (templated from a DAG Param: ``"true"``/``"false"``). Refused for a table
-        without a primary or unique key (its rows cannot be told apart).
+        or a string (templated from a DAG Param: ``"true"``/``"false"``).
     :param load_id: recorded with the load; defaults to ``dag_id/run_id``.
     """
 

@@ -11,7 +11,14 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_bulkload.catalog import KeyProbe, LedgerEntry, LoadRecord, TableRef, check_withdrawn
+from airflow_bulkload.catalog import (
+    KeyProbe,
+    LedgerEntry,
+    LoadRecord,
+    TableRef,
+    check_unchanged,
+    check_withdrawn,
+)
 from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.staging.manifest import ChunkSpec
 
@@ -53,6 +60,19 @@ def innodb_table_name(table: TableRef) -> str:
         )
 
     return f"{encode(table.schema or '')}/{encode(table.name)}"
+
+
+def _row_bytes(alias: str | None, columns: Sequence[str]) -> str:
+    """The row's values as one byte string, NULL-safe and exact (each value quoted, NULL as the
+    bare word), compared byte for byte whatever the columns' collations."""
+    prefix = f"{alias}." if alias else ""
+    return (
+        "CONCAT_WS(',', "
+        + ", ".join(
+            f"QUOTE(CAST({prefix}{quote_identifier(c, 'column')} AS BINARY))" for c in columns
+        )
+        + ")"
+    )
 
 
 def chunk_id(table: str, chunk_key: str) -> bytes:
@@ -182,6 +202,52 @@ class MySqlLedger(MySqlLoader):
             row = cur.fetchone()
         return [bool(v) for v in (row or [])]
 
+    def stored_key_values(
+        self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
+    ) -> list[list[Any]]:
+        """Each key inserted into a temporary table typed like the key columns (the conversion
+        a load applies: a ``DATETIME`` drops its fraction) and read back as text. Temporary
+        tables do not end the transaction. Where the server refuses one (no CREATE TEMPORARY
+        TABLES privilege, GTID consistency), the keys are kept as given, as before."""
+        import MySQLdb
+
+        if not keys:
+            return []
+        scratch = quote_identifier("bulkload_stored_keys", "table")
+        quoted = [quote_identifier(c, "column") for c in columns]
+        rows: list[list[Any]] = []
+        try:
+            with _cursor(conn) as cur:
+                cur.execute(f"DROP TEMPORARY TABLE IF EXISTS {scratch}")
+                cur.execute(
+                    f"CREATE TEMPORARY TABLE {scratch} "  # noqa: S608 (quoted)
+                    f"SELECT 0 AS `bulkload_position`, {', '.join(quoted)} "
+                    f"FROM {quote_table(table)} LIMIT 0"
+                )
+                values = ", ".join(["%s"] * (len(columns) + 1))
+                cur.executemany(
+                    f"INSERT INTO {scratch} VALUES ({values})",  # noqa: S608 (quoted)
+                    [
+                        [position] + [None if v is None else str(v) for v in key]
+                        for position, key in enumerate(keys)
+                    ],
+                )
+                cur.execute(
+                    f"SELECT {', '.join(f'CAST({c} AS CHAR)' for c in quoted)} "  # noqa: S608 (quoted)
+                    f"FROM {scratch} ORDER BY `bulkload_position`"
+                )
+                rows = [list(r) for r in cur.fetchall()]
+                cur.execute(f"DROP TEMPORARY TABLE IF EXISTS {scratch}")
+        except MySQLdb.Error as exc:
+            log.warning(
+                "could not read back the keys of %s as the table stores them (%s): the chunk's "
+                "first and last key are kept as the input has them",
+                table,
+                exc,
+            )
+            return [list(key) for key in keys]
+        return rows
+
     def ledger_rows(self, conn: Any, table: TableRef) -> int:
         total = _scalar(
             conn,
@@ -246,19 +312,34 @@ class MySqlLedger(MySqlLoader):
         """LOAD the chunk into a scratch table beside the target, delete the rows whose key
         matches and the ledger entry in one transaction under the chunk's lock, then drop the
         scratch table. MySQL's DDL commits, so the scratch table is a regular table made and
-        dropped outside that transaction (a killed run's leftover is replaced next time)."""
+        dropped outside that transaction (a killed run's leftover is replaced next time).
+
+        A row whose other columns differ from the chunk's (changed since it loaded) refuses the
+        withdraw. Without ``key_columns``, a row matches on every column the chunk carries,
+        NULL-safely and byte for byte, and the count must be exact; the scratch table then
+        indexes a CRC32 of each row, so each target row costs one index lookup."""
         name = "bulkload_withdraw_" + chunk_id(entry.table, entry.chunk_key).hex()[:16]
         scratch = TableRef(name=name, schema=table.schema)
         columns = chunk.columns or [column for column, _ in self.load_columns(conn, table)]
         selected = ", ".join(quote_identifier(c, "column") for c in columns)
-        match = " AND ".join(
-            f"t.{quote_identifier(c, 'column')} = w.{quote_identifier(c, 'column')}"
-            for c in key_columns
-        )
+        others = [c for c in columns if c not in key_columns]
+        if key_columns:
+            match = " AND ".join(
+                f"t.{quote_identifier(c, 'column')} = w.{quote_identifier(c, 'column')}"
+                for c in key_columns
+            )
+            crc, join = "", "JOIN"
+        else:  # the target first: each of its rows one lookup in the scratch table's index
+            match = (
+                f"w.`bulkload_row_crc` = CRC32({_row_bytes('t', columns)}) "
+                f"AND {_row_bytes('t', columns)} = {_row_bytes('w', columns)}"
+            )
+            crc = "(`bulkload_row_crc` INT UNSIGNED NULL, INDEX (`bulkload_row_crc`)) "
+            join = "STRAIGHT_JOIN"
         with _cursor(conn) as cur:
             cur.execute(f"DROP TABLE IF EXISTS {quote_table(scratch)}")
             cur.execute(
-                f"CREATE TABLE {quote_table(scratch)} ENGINE=InnoDB "  # noqa: S608 (quoted)
+                f"CREATE TABLE {quote_table(scratch)} {crc}ENGINE=InnoDB "  # noqa: S608 (quoted)
                 f"SELECT {selected} FROM {quote_table(table)} LIMIT 0"
             )
         try:
@@ -266,13 +347,30 @@ class MySqlLedger(MySqlLoader):
                 self.claim_chunk(conn, table, chunk)
                 self.load_stream(conn, scratch, columns, chunk.format, stream, chunk.uri)
                 with _cursor(conn) as cur:
+                    if not key_columns:
+                        cur.execute(
+                            f"UPDATE {quote_table(scratch)} "  # noqa: S608 (quoted)
+                            f"SET `bulkload_row_crc` = CRC32({_row_bytes(None, columns)})"
+                        )
+                    elif others:
+                        cur.execute(
+                            "SELECT "  # noqa: S608 (quoted)
+                            + ", ".join(
+                                f"CAST(w.{quote_identifier(c, 'column')} AS CHAR)"
+                                for c in key_columns
+                            )
+                            + f" FROM {quote_table(table)} AS t JOIN {quote_table(scratch)} AS w"
+                            f" ON {match} WHERE {_row_bytes('t', others)} <> "
+                            f"{_row_bytes('w', others)} LIMIT 1"
+                        )
+                        check_unchanged(entry, chunk.uri, table, key_columns, cur.fetchone())
                     deleted = int(
                         cur.execute(
                             f"DELETE t FROM {quote_table(table)} AS t "
-                            f"JOIN {quote_table(scratch)} AS w ON {match}"
+                            f"{join} {quote_table(scratch)} AS w ON {match}"
                         )
                     )
-                check_withdrawn(entry, chunk.uri, table, deleted, exact=exact)
+                check_withdrawn(entry, chunk.uri, table, deleted, exact=exact or not key_columns)
                 self.forget_chunk(conn, entry)
         finally:
             with _cursor(conn) as cur:

@@ -12,7 +12,14 @@ from typing import Any
 
 from psycopg import sql
 
-from airflow_bulkload.catalog import KeyProbe, LedgerEntry, LoadRecord, TableRef, check_withdrawn
+from airflow_bulkload.catalog import (
+    KeyProbe,
+    LedgerEntry,
+    LoadRecord,
+    TableRef,
+    check_unchanged,
+    check_withdrawn,
+)
 from airflow_bulkload.dialects.postgres.migrations import _S
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
 from airflow_bulkload.s3io import ChunkStream
@@ -36,6 +43,16 @@ def _ledger_entry(row: Sequence[Any]) -> LedgerEntry:
         if probe
         else None,
         generation=row[7],
+    )
+
+
+def _row_text(alias: str, columns: Sequence[str]) -> sql.Composed:
+    """The row's values as one text, NULL-safe and for every type (``json`` has no ``=``):
+    equal exactly when each value's text is; byte-wise (``"C"``), so a hash join can use it."""
+    return sql.SQL('ROW({})::text COLLATE "C"').format(
+        sql.SQL(", ").join(
+            sql.SQL("{}.{}").format(sql.Identifier(alias), sql.Identifier(c)) for c in columns
+        )
     )
 
 
@@ -150,6 +167,34 @@ class PostgresLedger(PostgresSession):
             row = cur.fetchone()
         return [bool(v) for v in (row or [])]
 
+    def stored_key_values(
+        self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
+    ) -> list[list[Any]]:
+        """Each value cast to its column's type with its typmod (``format_type``), as COPY's
+        input conversion does, and read back as text."""
+        if not keys:
+            return []
+        with self._read(conn) as cur:
+            cur.execute(
+                "SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod)"
+                " FROM pg_catalog.pg_attribute a WHERE a.attrelid = pg_catalog.to_regclass(%s)"
+                " AND a.attnum > 0 AND NOT a.attisdropped",
+                (table_identifier(table).as_string(conn),),
+            )
+            types = {str(name): str(type_) for name, type_ in cur.fetchall()}
+            casts = [
+                sql.SQL("CAST(%s AS {})::text").format(sql.SQL(types.get(c, "text")))
+                for _ in keys
+                for c in columns
+            ]
+            cur.execute(
+                sql.SQL("SELECT {}").format(sql.SQL(", ").join(casts)),
+                [None if v is None else str(v) for key in keys for v in key],
+            )
+            row = list(cur.fetchone() or [])
+        width = len(columns)
+        return [row[i * width : (i + 1) * width] for i in range(len(keys))]
+
     def ledger_rows(self, conn: Any, table: TableRef) -> int:
         with self._read(conn) as cur:
             cur.execute(
@@ -216,14 +261,22 @@ class PostgresLedger(PostgresSession):
     ) -> int:
         """COPY the chunk into a temporary table (dropped at commit), delete the rows whose key
         matches, and the ledger entry; under the chunk's claim, so no loader races it. A delete
-        that does not match the ledger's row count rolls back (see the interface)."""
+        that does not match the ledger's row count, or that would take a row whose other
+        columns differ from the chunk's (changed since it loaded), rolls back (see the
+        interface). Without ``key_columns``, a row matches on every column the chunk carries,
+        NULL-safely (as ``ROW(...)::text``, which a hash join can use), and the count must be
+        exact."""
         info = self.describe_table(conn, table)
         generated = set(info.extra.get("generated_columns", []))
         columns = chunk.columns or [c.name for c in info.columns if c.name not in generated]
         scratch = TableRef(name="bulkload_withdrawn_rows", schema="pg_temp")
-        match = sql.SQL(" AND ").join(
-            sql.SQL("t.{c} = w.{c}").format(c=sql.Identifier(c)) for c in key_columns
-        )
+        if key_columns:
+            match = sql.SQL(" AND ").join(
+                sql.SQL("t.{c} = w.{c}").format(c=sql.Identifier(c)) for c in key_columns
+            )
+        else:
+            match = sql.SQL("{} = {}").format(_row_text("t", columns), _row_text("w", columns))
+        others = [c for c in columns if c not in key_columns]
         with self.transaction(conn):
             self.claim_chunk(conn, table, chunk)
             conn.execute(
@@ -236,11 +289,27 @@ class PostgresLedger(PostgresSession):
                 )
             )
             self.load_stream(conn, scratch, columns, chunk.format, stream, chunk.uri)
+            if key_columns and others:
+                changed = conn.execute(
+                    sql.SQL(
+                        "SELECT {} FROM {} AS t JOIN {} AS w ON {} WHERE {} <> {} LIMIT 1"
+                    ).format(
+                        sql.SQL(", ").join(
+                            sql.SQL("w.{}::text").format(sql.Identifier(c)) for c in key_columns
+                        ),
+                        table_identifier(table),
+                        table_identifier(scratch),
+                        match,
+                        _row_text("t", others),
+                        _row_text("w", others),
+                    )
+                ).fetchone()
+                check_unchanged(entry, chunk.uri, table, key_columns, changed)
             deleted = conn.execute(
                 sql.SQL("DELETE FROM {} AS t USING {} AS w WHERE {}").format(
                     table_identifier(table), table_identifier(scratch), match
                 )
             ).rowcount
-            check_withdrawn(entry, chunk.uri, table, int(deleted), exact=exact)
+            check_withdrawn(entry, chunk.uri, table, int(deleted), exact=exact or not key_columns)
             self.forget_chunk(conn, entry)
         return int(deleted)

@@ -71,6 +71,25 @@ def test_claim_serialises_loaders_of_one_chunk_until_commit(mysql_db: TestDataba
         assert mysql_db.query("SELECT IS_USED_LOCK(%s)", (lock,)) == [(None,)]
 
 
+def test_stored_key_values_are_the_keys_as_the_columns_store_them(
+    mysql_db: TestDatabase,
+) -> None:
+    dialect = MySqlDialect()
+    mysql_db.query("CREATE TABLE k (at DATETIME, n DECIMAL(10,1), name VARCHAR(10))")
+    table = TableRef("k", mysql_db.name)
+    with closing(load_conn(mysql_db)) as conn, dialect.transaction(conn):
+        stored = dialect.stored_key_values(
+            conn,
+            table,
+            ["at", "n", "name"],
+            [["2026-01-01 00:00:59.400", "7", "a"], ["2026-01-01 00:01:02", "0.5", None]],
+        )
+    assert stored == [
+        ["2026-01-01 00:00:59", "7.0", "a"],
+        ["2026-01-01 00:01:02", "0.5", None],
+    ]
+
+
 def test_session_settings_are_restored_after_commit_and_rollback(mysql_db: TestDatabase) -> None:
     dialect = MySqlDialect()
     with closing(load_conn(mysql_db)) as conn:

@@ -101,6 +101,24 @@ def test_claim_finds_a_chunk_recorded_with_another_checksum(conn: Any) -> None:
     assert found is not None and found.checksum == "old"
 
 
+def test_stored_key_values_are_the_keys_as_the_columns_store_them(
+    pg_db: TestDatabase, conn: Any
+) -> None:
+    pg_db.query('CREATE TABLE "Keys" (at timestamp(0), n numeric(10,1), name text)')
+    table = TableRef("Keys", "public")
+    with dialect.transaction(conn):
+        stored = dialect.stored_key_values(
+            conn,
+            table,
+            ["at", "n", "name"],
+            [["2026-01-01 00:00:59.600", "0.04", "a"], ["2026-01-01 00:01:02", "7", None]],
+        )
+    assert stored == [
+        ["2026-01-01 00:01:00", "0.0", "a"],
+        ["2026-01-01 00:01:02", "7.0", None],
+    ]
+
+
 def test_transaction_rolls_back_on_error_and_commits_on_success(
     pg_db: TestDatabase, conn: Any
 ) -> None:

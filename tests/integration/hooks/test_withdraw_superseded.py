@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError, InputAlreadyLoadedError
+from airflow_bulkload.exceptions import (
+    ChunkLoadError,
+    InputAlreadyLoadedError,
+    WithdrawChangedRowsError,
+    WithdrawMismatchError,
+)
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.stager import StageResult, StagingOptions, stage
@@ -92,19 +97,64 @@ def test_rows_already_in_the_table_before_the_load_are_kept(
     assert pg_db.query("SELECT count(*), min(id), max(id) FROM notes") == [(302, 1, 5000)]
 
 
-def test_a_table_without_primary_key_is_refused_with_what_to_do(
-    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+def test_a_table_without_primary_key_takes_back_the_rows_by_every_column(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
 ) -> None:
-    create_notes(pg_db, primary_key=False)
+    create_notes(any_db, primary_key=False)
+    any_db.query("INSERT INTO notes VALUES (NULL, 'typed in by hand'), (5000, NULL)")
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD + ",no id\n")
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    load_all(hook, stage_input(moto_server, s3_bucket, source))
+    source.write_text(GOOD + ",no id\n301,late arrival\n")
+    second = stage_input(moto_server, s3_bucket, source)
+
+    taken_back = hook.withdraw_superseded_chunks("notes", second.manifest_uri)
+    load_all(hook, second)
+
+    assert sum(r.rows for r in taken_back) == 301
+    assert any_db.query("SELECT count(*), count(id), count(DISTINCT id) FROM notes") == [
+        (304, 302, 302)
+    ]
+
+
+def test_a_table_without_primary_key_keeps_another_loads_identical_rows(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Rows of another load equal to the chunk's, column for column: the delete would take more
+    rows than the chunk loaded, so nothing is deleted."""
+    create_notes(any_db, primary_key=False)
     source = tmp_path / "notes.csv"
     source.write_text(GOOD)
-    hook = BulkLoadHook(conn_id=pg_db.conn_id)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
     load_all(hook, stage_input(moto_server, s3_bucket, source))
+    any_db.query("INSERT INTO notes VALUES (7, 'note 7')")
     source.write_text(GOOD + "301,late arrival\n")
     second = stage_input(moto_server, s3_bucket, source)
 
-    with pytest.raises(BulkLoadError, match=r"no primary key.*delete them by hand"):
+    with pytest.raises(WithdrawMismatchError, match=r"would delete \d+ rows"):
         hook.withdraw_superseded_chunks("notes", second.manifest_uri)
+    assert any_db.query("SELECT count(*) FROM notes") == [(301,)]
+
+
+def test_rows_changed_since_the_chunk_loaded_are_not_taken_back(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """A row with the chunk's key but other values (another load re-delivered it, or someone
+    edited it) is not the chunk's row: reloading the chunk would overwrite it."""
+    create_notes(any_db)
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    load_all(hook, stage_input(moto_server, s3_bucket, source))
+    any_db.query("UPDATE notes SET note = 'edited' WHERE id = 7")
+    source.write_text(GOOD + "301,late arrival\n")
+    second = stage_input(moto_server, s3_bucket, source)
+
+    with pytest.raises(WithdrawChangedRowsError, match=r"\(id\) = \(7\)"):
+        hook.withdraw_superseded_chunks("notes", second.manifest_uri)
+    assert any_db.query("SELECT count(*) FROM notes") == [(300,)]
+    assert any_db.query("SELECT note FROM notes WHERE id = 7") == [("edited",)]
 
 
 def test_chunks_with_no_load_record_are_not_taken_back_without_reload(
