@@ -8,7 +8,7 @@ any layer may import this module.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,6 +199,24 @@ class LedgerEntry:
     probe: KeyProbe | None = None
     generation: str | None = None
 
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> LedgerEntry:
+        """An entry from a row of the ledger, as both engines select it.
+
+        The columns, in order: table, chunk key, checksum, rows, bytes, load id, probe (JSON text
+        or already decoded) and generation.
+        """
+        return cls(
+            table=row[0],
+            chunk_key=row[1],
+            checksum=str(row[2]),
+            rows=int(row[3]),
+            bytes=int(row[4]),
+            load_id=row[5],
+            probe=KeyProbe.from_json(row[6]),
+            generation=None if row[7] is None else str(row[7]),
+        )
+
 
 @dataclass(frozen=True)
 class LoadRecord:
@@ -211,6 +229,21 @@ class LoadRecord:
     load_id: str
     empty_before: bool
     verified: bool = False
+
+    @classmethod
+    def from_row(cls, table: TableRef, staging_prefix: str, row: Sequence[Any]) -> LoadRecord:
+        """The record of ``staging_prefix`` into ``table``: its row is load id, empty, verified."""
+        return cls(str(table), staging_prefix, row[0], bool(row[1]), bool(row[2]))
+
+
+def key_params(keys: list[list[Any]]) -> list[Any]:
+    """The bind parameters of a key lookup: every key's values in turn, as text (NULL kept)."""
+    return [None if v is None else str(v) for key in keys for v in key]
+
+
+def describe_duplicate_keys(columns: list[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """``(a, b)=(1, x) x2`` for each row of key values followed by how often they occur."""
+    return [f"({', '.join(columns)})=({', '.join(map(str, r[:-1]))}) x{r[-1]}" for r in rows]
 
 
 def probe_key_of(info: TableInfo) -> list[str]:

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_bulkload.catalog import KeyProbe, LedgerEntry, LoadRecord, TableRef, check_withdrawn
+from airflow_bulkload.catalog import (
+    LedgerEntry,
+    LoadRecord,
+    TableRef,
+    check_withdrawn,
+    key_params,
+)
 from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.staging.manifest import ChunkSpec
 
@@ -20,7 +25,13 @@ if TYPE_CHECKING:
 
 from airflow_bulkload.dialects.mysql.load import MySqlLoader
 from airflow_bulkload.dialects.mysql.quoting import quote_identifier, quote_table
-from airflow_bulkload.dialects.mysql.session import _cursor, _scalar
+from airflow_bulkload.dialects.mysql.session import (
+    _cursor,
+    _execute,
+    _fetch_all,
+    _fetch_one,
+    _scalar,
+)
 
 log = logging.getLogger(__name__)
 
@@ -28,19 +39,6 @@ _LEDGER_COLUMNS = (
     "`table_name`, `chunk_key`, `checksum`, `row_count`, `byte_count`, `load_id`, `probe`, "
     "`generation`"
 )
-
-
-def _ledger_entry(row: Sequence[Any]) -> LedgerEntry:
-    return LedgerEntry(
-        table=row[0],
-        chunk_key=row[1],
-        checksum=str(row[2]),
-        rows=int(row[3]),
-        bytes=int(row[4]),
-        load_id=row[5],
-        probe=KeyProbe.from_json(row[6]),
-        generation=None if row[7] is None else str(row[7]),
-    )
 
 
 def innodb_table_name(table: TableRef) -> str:
@@ -91,63 +89,61 @@ class MySqlLedger(MySqlLoader):
                 f"over {self.chunk_lock_timeout} s (lock {lock}); try again later"
             )
         self._session(conn).locks.append(lock)
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
-                f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
-                "WHERE `chunk_id` = %s ORDER BY `loaded_at` LIMIT 1",
-                (chunk_id(table_name, chunk.key),),
-            )
-            row = cur.fetchone()
-        return _ledger_entry(row) if row is not None else None
+        row = _fetch_one(
+            conn,
+            f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
+            f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
+            "WHERE `chunk_id` = %s ORDER BY `loaded_at` LIMIT 1",
+            (chunk_id(table_name, chunk.key),),
+        )
+        return LedgerEntry.from_row(row) if row is not None else None
 
     def record_chunk(self, conn: Any, entry: LedgerEntry) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"INSERT INTO {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
-                "(`chunk_id`, `checksum`, `table_name`, `chunk_key`, `row_count`, `byte_count`, "
-                "`load_id`, `probe`, `generation`) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    chunk_id(entry.table, entry.chunk_key),
-                    entry.checksum,
-                    entry.table,
-                    entry.chunk_key,
-                    entry.rows,
-                    entry.bytes,
-                    entry.load_id,
-                    entry.probe.to_json() if entry.probe else None,
-                    entry.generation,
-                ),
-            )
+        _execute(
+            conn,
+            f"INSERT INTO {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+            "(`chunk_id`, `checksum`, `table_name`, `chunk_key`, `row_count`, `byte_count`, "
+            "`load_id`, `probe`, `generation`) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                chunk_id(entry.table, entry.chunk_key),
+                entry.checksum,
+                entry.table,
+                entry.chunk_key,
+                entry.rows,
+                entry.bytes,
+                entry.load_id,
+                entry.probe.to_json() if entry.probe else None,
+                entry.generation,
+            ),
+        )
 
     def ledger_entries(self, conn: Any, table: TableRef, key_prefix: str) -> list[LedgerEntry]:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
-                f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
-                "WHERE `table_name` = %s AND LEFT(`chunk_key`, CHAR_LENGTH(%s)) = %s "
-                "ORDER BY `chunk_key`, `loaded_at`",
-                (str(table), key_prefix, key_prefix),
-            )
-            rows = cur.fetchall()
+        rows = _fetch_all(
+            conn,
+            f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
+            f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
+            "WHERE `table_name` = %s AND LEFT(`chunk_key`, CHAR_LENGTH(%s)) = %s "
+            "ORDER BY `chunk_key`, `loaded_at`",
+            (str(table), key_prefix, key_prefix),
+        )
         conn.commit()  # end the read's snapshot
-        return [_ledger_entry(r) for r in rows]
+        return [LedgerEntry.from_row(r) for r in rows]
 
     def forget_chunk(self, conn: Any, entry: LedgerEntry) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"DELETE FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
-                "WHERE `chunk_id` = %s AND `checksum` = %s",
-                (chunk_id(entry.table, entry.chunk_key), entry.checksum),
-            )
+        _execute(
+            conn,
+            f"DELETE FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+            "WHERE `chunk_id` = %s AND `checksum` = %s",
+            (chunk_id(entry.table, entry.chunk_key), entry.checksum),
+        )
 
     def set_chunk_generation(self, conn: Any, entry: LedgerEntry, generation: str) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"UPDATE {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
-                "SET `generation` = %s WHERE `chunk_id` = %s AND `checksum` = %s",
-                (generation, chunk_id(entry.table, entry.chunk_key), entry.checksum),
-            )
+        _execute(
+            conn,
+            f"UPDATE {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+            "SET `generation` = %s WHERE `chunk_id` = %s AND `checksum` = %s",
+            (generation, chunk_id(entry.table, entry.chunk_key), entry.checksum),
+        )
 
     def table_generation(self, conn: Any, table: TableRef) -> str | None:
         """InnoDB's table id: a new one on DROP/CREATE, TRUNCATE and any rebuild (OPTIMIZE
@@ -174,12 +170,7 @@ class MySqlLedger(MySqlLoader):
             return []
         match = " AND ".join(f"{quote_identifier(c, 'column')} = %s" for c in columns)
         probe = f"EXISTS (SELECT 1 FROM {quote_table(table)} WHERE {match})"  # noqa: S608 (quoted)
-        with _cursor(conn) as cur:
-            cur.execute(
-                "SELECT " + ", ".join([probe] * len(keys)),
-                [None if v is None else str(v) for key in keys for v in key],
-            )
-            row = cur.fetchone()
+        row = _fetch_one(conn, "SELECT " + ", ".join([probe] * len(keys)), key_params(keys))
         return [bool(v) for v in (row or [])]
 
     def ledger_rows(self, conn: Any, table: TableRef) -> int:
@@ -195,42 +186,39 @@ class MySqlLedger(MySqlLoader):
     def read_load_record(
         self, conn: Any, table: TableRef, staging_prefix: str
     ) -> LoadRecord | None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                "SELECT `load_id`, `empty_before`, `verified` "  # noqa: S608 (quoted)
-                f"FROM {self._state_table(conn, 'bulkload_loads')} WHERE `load_key` = %s",
-                (chunk_id(str(table), staging_prefix),),
-            )
-            row = cur.fetchone()
-        if row is None:
-            return None
-        return LoadRecord(str(table), staging_prefix, row[0], bool(row[1]), bool(row[2]))
+        row = _fetch_one(
+            conn,
+            "SELECT `load_id`, `empty_before`, `verified` "  # noqa: S608 (quoted)
+            f"FROM {self._state_table(conn, 'bulkload_loads')} WHERE `load_key` = %s",
+            (chunk_id(str(table), staging_prefix),),
+        )
+        return None if row is None else LoadRecord.from_row(table, staging_prefix, row)
 
     def write_load_record(self, conn: Any, record: LoadRecord) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"INSERT INTO {self._state_table(conn, 'bulkload_loads')} "  # noqa: S608 (quoted)
-                "(`load_key`, `table_name`, `staging_prefix`, `load_id`, `empty_before`, "
-                "`verified`) VALUES (%s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
-                "`load_id` = VALUES(`load_id`), `empty_before` = VALUES(`empty_before`), "
-                "`verified` = VALUES(`verified`), `updated_at` = CURRENT_TIMESTAMP(6)",
-                (
-                    chunk_id(record.table, record.staging_prefix),
-                    record.table,
-                    record.staging_prefix,
-                    record.load_id,
-                    int(record.empty_before),
-                    int(record.verified),
-                ),
-            )
+        _execute(
+            conn,
+            f"INSERT INTO {self._state_table(conn, 'bulkload_loads')} "  # noqa: S608 (quoted)
+            "(`load_key`, `table_name`, `staging_prefix`, `load_id`, `empty_before`, "
+            "`verified`) VALUES (%s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
+            "`load_id` = VALUES(`load_id`), `empty_before` = VALUES(`empty_before`), "
+            "`verified` = VALUES(`verified`), `updated_at` = CURRENT_TIMESTAMP(6)",
+            (
+                chunk_id(record.table, record.staging_prefix),
+                record.table,
+                record.staging_prefix,
+                record.load_id,
+                int(record.empty_before),
+                int(record.verified),
+            ),
+        )
 
     def delete_load_records(self, conn: Any, table: TableRef, prefix: str) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"DELETE FROM {self._state_table(conn, 'bulkload_loads')} "  # noqa: S608 (quoted)
-                "WHERE `table_name` = %s AND LEFT(`staging_prefix`, CHAR_LENGTH(%s)) = %s",
-                (str(table), prefix, prefix),
-            )
+        _execute(
+            conn,
+            f"DELETE FROM {self._state_table(conn, 'bulkload_loads')} "  # noqa: S608 (quoted)
+            "WHERE `table_name` = %s AND LEFT(`staging_prefix`, CHAR_LENGTH(%s)) = %s",
+            (str(table), prefix, prefix),
+        )
 
     def withdraw_chunk(
         self,
@@ -265,16 +253,13 @@ class MySqlLedger(MySqlLoader):
             with self.transaction(conn):
                 self.claim_chunk(conn, table, chunk)
                 self.load_stream(conn, scratch, columns, chunk.format, stream, chunk.uri)
-                with _cursor(conn) as cur:
-                    deleted = int(
-                        cur.execute(
-                            f"DELETE t FROM {quote_table(table)} AS t "
-                            f"JOIN {quote_table(scratch)} AS w ON {match}"
-                        )
-                    )
+                deleted = _execute(
+                    conn,
+                    f"DELETE t FROM {quote_table(table)} AS t "
+                    f"JOIN {quote_table(scratch)} AS w ON {match}",
+                )
                 check_withdrawn(entry, chunk.uri, table, deleted, exact=exact)
                 self.forget_chunk(conn, entry)
         finally:
-            with _cursor(conn) as cur:
-                cur.execute(f"DROP TABLE IF EXISTS {quote_table(scratch)}")
+            _execute(conn, f"DROP TABLE IF EXISTS {quote_table(scratch)}")
         return deleted

@@ -195,11 +195,34 @@ def _cursor(conn: Any) -> Iterator[Any]:
         cur.close()
 
 
-def _scalar(conn: Any, sql: str, params: Sequence[Any] | None = None) -> Any:
+def _execute(conn: Any, sql: str, params: Sequence[Any] | None = None) -> int:
+    """Run one statement on a cursor of its own; the number of rows it affected."""
+    with _cursor(conn) as cur:
+        return int(cur.execute(sql, params))
+
+
+def _fetch_one(conn: Any, sql: str, params: Sequence[Any] | None = None) -> Any:
+    """The first row of one query (``None`` when it returns none)."""
     with _cursor(conn) as cur:
         cur.execute(sql, params)
-        row = cur.fetchone()
+        return cur.fetchone()
+
+
+def _fetch_all(conn: Any, sql: str, params: Sequence[Any] | None = None) -> list[Any]:
+    """Every row of one query."""
+    with _cursor(conn) as cur:
+        cur.execute(sql, params)
+        return list(cur.fetchall())
+
+
+def _scalar(conn: Any, sql: str, params: Sequence[Any] | None = None) -> Any:
+    row = _fetch_one(conn, sql, params)
     return None if row is None else row[0]
+
+
+def _count(conn: Any, sql: str, params: Sequence[Any] | None = None) -> int:
+    """A ``COUNT(*)`` query's count (0 when it returns no row or NULL)."""
+    return int(_scalar(conn, sql, params) or 0)
 
 
 def _dict_rows(cur: Any, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from airflow_bulkload.catalog import (
     ServerFacts,
     TableInfo,
     TableRef,
+    describe_duplicate_keys,
 )
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
 from airflow_bulkload.exceptions import TableNotFoundError
@@ -256,9 +257,7 @@ class PostgresCatalog(PostgresSession):
                     n=sql.Literal(limit),
                 )
             ).fetchall()
-            sample += [
-                f"({', '.join(columns)})=({', '.join(map(str, r[:-1]))}) x{r[-1]}" for r in rows
-            ]
+            sample += describe_duplicate_keys(columns, rows)
         return sample
 
     def server_facts(self, conn: Any) -> ServerFacts:

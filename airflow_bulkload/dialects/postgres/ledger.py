@@ -7,12 +7,11 @@ generation, and withdrawing a chunk.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 from typing import Any
 
 from psycopg import sql
 
-from airflow_bulkload.catalog import KeyProbe, LedgerEntry, LoadRecord, TableRef, check_withdrawn
+from airflow_bulkload.catalog import LedgerEntry, LoadRecord, TableRef, check_withdrawn, key_params
 from airflow_bulkload.dialects.postgres.migrations import _S
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
 from airflow_bulkload.s3io import ChunkStream
@@ -21,22 +20,6 @@ from airflow_bulkload.staging.manifest import ChunkSpec
 _LEDGER_COLUMNS = sql.SQL(
     "table_name, chunk_key, checksum, rows, bytes, load_id, probe, generation"
 )
-
-
-def _ledger_entry(row: Sequence[Any]) -> LedgerEntry:
-    probe = row[6]
-    return LedgerEntry(
-        table=row[0],
-        chunk_key=row[1],
-        checksum=row[2],
-        rows=int(row[3]),
-        bytes=int(row[4]),
-        load_id=row[5],
-        probe=KeyProbe(list(probe["columns"]), list(probe["first"]), list(probe["last"]))
-        if probe
-        else None,
-        generation=row[7],
-    )
 
 
 def chunk_lock_key(table: str, chunk_key: str) -> int:
@@ -69,7 +52,7 @@ class PostgresLedger(PostgresSession):
                 (table_name, chunk.key, chunk.checksum),
             )
             row = cur.fetchone()
-        return _ledger_entry(row) if row is not None else None
+        return LedgerEntry.from_row(row) if row is not None else None
 
     def record_chunk(self, conn: Any, entry: LedgerEntry) -> None:
         conn.execute(
@@ -100,7 +83,7 @@ class PostgresLedger(PostgresSession):
                 (str(table), key_prefix, key_prefix),
             )
             rows = cur.fetchall()
-        return [_ledger_entry(r) for r in rows]
+        return [LedgerEntry.from_row(r) for r in rows]
 
     def forget_chunk(self, conn: Any, entry: LedgerEntry) -> None:
         conn.execute(
@@ -145,7 +128,7 @@ class PostgresLedger(PostgresSession):
         with self._read(conn) as cur:
             cur.execute(
                 sql.SQL("SELECT {}").format(sql.SQL(", ").join([probe] * len(keys))),
-                [None if v is None else str(v) for key in keys for v in key],
+                key_params(keys),
             )
             row = cur.fetchone()
         return [bool(v) for v in (row or [])]
@@ -173,9 +156,7 @@ class PostgresLedger(PostgresSession):
                 (str(table), staging_prefix),
             )
             row = cur.fetchone()
-        if row is None:
-            return None
-        return LoadRecord(str(table), staging_prefix, row[0], bool(row[1]), bool(row[2]))
+        return None if row is None else LoadRecord.from_row(table, staging_prefix, row)
 
     def write_load_record(self, conn: Any, record: LoadRecord) -> None:
         conn.execute(
