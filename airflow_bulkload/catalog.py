@@ -220,9 +220,11 @@ class LedgerEntry:
 
 @dataclass(frozen=True)
 class LoadRecord:
-    """One staged input's load into a table (``staging_prefix`` names it), as the ledger's
-    companion: whether the table was empty when the load began, and whether its report
-    verified the rows in the table."""
+    """One staged input's load into a table (``staging_prefix`` names it): the ledger's companion.
+
+    It says whether the table was empty when the load began, and whether its report verified the
+    rows in the table.
+    """
 
     table: str
     staging_prefix: str
@@ -247,8 +249,10 @@ def describe_duplicate_keys(columns: list[str], rows: Sequence[Sequence[Any]]) -
 
 
 def probe_key_of(info: TableInfo) -> list[str]:
-    """The columns that identify a row of the table: its primary key, else the first valid,
-    non-partial unique index over plain NOT NULL columns; ``[]`` when it has neither."""
+    """The columns that identify a row of the table; ``[]`` when it has none.
+
+    Its primary key, else the first valid, non-partial unique index over plain NOT NULL columns.
+    """
     if info.primary_key:
         return list(info.primary_key)
     not_null = {c.name for c in info.columns if not c.nullable}
@@ -267,8 +271,10 @@ def probe_key_of(info: TableInfo) -> list[str]:
 def check_withdrawn(
     entry: LedgerEntry, uri: str, table: TableRef, deleted: int, *, exact: bool
 ) -> None:
-    """Raise (so the withdrawing transaction rolls back) when a chunk's withdraw deleted rows it
-    cannot have inserted: more than the ledger says it loaded, or, with ``exact``, another count.
+    """Raise when a chunk's withdraw deleted rows it cannot have inserted.
+
+    That is more than the ledger says it loaded, or, with ``exact``, another count. The error rolls
+    the withdrawing transaction back.
     """
     if deleted > entry.rows or (exact and deleted != entry.rows):
         from airflow_bulkload.exceptions import WithdrawMismatchError

@@ -97,8 +97,10 @@ class InsufficientPrivilegeError(BulkLoadError):
 
 
 class WithdrawMismatchError(BulkLoadError):
-    """Taking a chunk back out would delete another number of rows than the chunk inserted:
-    rows the chunk did not insert share its keys. Nothing was deleted."""
+    """Taking a chunk back out would delete another number of rows than the chunk inserted.
+
+    Rows the chunk did not insert share its keys. Nothing was deleted.
+    """
 
 
 class LoadVerificationError(BulkLoadError):
@@ -110,8 +112,11 @@ class InputAlreadyLoadedError(BulkLoadError):
 
 
 class ForeignKeyViolationError(TableStateError):
-    """A foreign key dropped for the load could not be re-added: loaded rows reference parents
-    that do not exist. The foreign key is not left half-added (NOT VALID)."""
+    """A foreign key dropped for the load could not be re-added.
+
+    Loaded rows reference parents that do not exist. The foreign key is not left half-added (NOT
+    VALID).
+    """
 
 
 class NulByteError(BulkLoadError):

@@ -46,8 +46,11 @@ _FALSE = "false"
 
 
 def parse_flag(value: bool | str | None, name: str) -> bool | None:
-    """``True``/``False``/``"auto"`` (strings case-insensitive, as a Jinja template renders them)
-    -> ``True``/``False``/``None`` (auto). ``None`` means auto too. Anything else is refused."""
+    """Parse a flag: ``True``/``False``/``"auto"`` -> ``True``/``False``/``None`` (auto).
+
+    Strings count case-insensitively, as a Jinja template renders them. ``None`` means auto too.
+    Anything else is refused.
+    """
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, str):
@@ -89,8 +92,10 @@ def parse_parallelism(value: int | str, builds: int, default: int) -> int:
 
 
 def default_load_id(dag_id: str, table: str, when: Any) -> str:
-    """``dag_id/table/logical date`` (run id when there is no logical date): the same key as the
-    bulk-mode lease, stable across a re-run of the same DAG run."""
+    """``dag_id/table/logical date`` (run id when there is no logical date).
+
+    The same key as the bulk-mode lease, stable across a re-run of the same DAG run.
+    """
     return LeaseKey.of(dag_id, table, when).describe()
 
 
@@ -359,10 +364,12 @@ class DropStep:
 def plan_drops(
     saved: Mapping[str, Any], decision: DropDecision, current: Mapping[str, Any]
 ) -> tuple[list[DropStep], list[str]]:
-    """The objects to drop now, in a safe order (foreign keys, secondary indexes, primary key),
-    leaving out those already gone; and notes on objects kept although asked for.
+    """The objects to drop now, in a safe order, and notes on objects kept although asked for.
 
-    An index a kept foreign key needs is kept (the engine refuses to drop it)."""
+    The order: foreign keys, secondary indexes, primary key; objects already gone are left out.
+
+    An index a kept foreign key needs is kept (the engine refuses to drop it).
+    """
     steps: list[DropStep] = []
     notes: list[str] = []
     present_fks = {fk_key(fk) for fk in current.get("foreign_keys", [])}
@@ -412,8 +419,10 @@ class RebuildPlan:
 
 
 def plan_rebuild(saved: Mapping[str, Any], current: Mapping[str, Any]) -> RebuildPlan:
-    """Saved objects the table lacks now. An index left without its constraint (a run killed
-    between the two steps) is only attached."""
+    """Saved objects the table lacks now.
+
+    An index left without its constraint (a run killed between the two steps) is only attached.
+    """
     current_ix = {ix["name"]: ix for ix in current.get("indexes", [])}
     separate_constraints = EngineTraits.of(saved["engine"]).index_backed_constraints
     create: list[dict[str, Any]] = []
@@ -437,7 +446,8 @@ def compare_snapshots(saved: Mapping[str, Any], current: Mapping[str, Any]) -> l
     """Differences between the saved state and the table now (empty: identical).
 
     Compares each saved index's and constraint's normalised DDL, each saved foreign key's, and the
-    reloptions. Objects created by others in between are not the saved state's business."""
+    reloptions. Objects created by others in between are not the saved state's business.
+    """
     problems: list[str] = []
     now_ix = {ix["name"]: ix for ix in current.get("indexes", [])}
     for ix in saved["indexes"]:

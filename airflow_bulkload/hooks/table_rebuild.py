@@ -48,9 +48,11 @@ class TableRebuildMixin:
         parallelism: int | str,
         maintenance_work_mem: str,
     ) -> dict[str, float]:
-        """Build what is missing: indexes (PostgreSQL: one session per index, up to
-        ``parallelism`` at once; MySQL: one ALTER TABLE), then PK/UNIQUE constraints on their
-        rebuilt indexes, then foreign keys. Returns seconds per object."""
+        """Build what is missing; returns seconds per object.
+
+        Indexes (PostgreSQL: one session per index, up to ``parallelism`` at once; MySQL: one ALTER
+        TABLE), then PK/UNIQUE constraints on their rebuilt indexes, then foreign keys.
+        """
         dialect = self.dialect
         plan = plan_rebuild(saved, dialect.table_snapshot(conn, ref))
         seconds: dict[str, float] = {}

@@ -58,8 +58,11 @@ class TableStateHook(TableRebuildMixin, BulkLoadHook):
 
     @contextmanager
     def _session(self) -> Iterator[Any]:
-        """A connection for DDL: autocommit where DDL is transactional (PostgreSQL: each statement
-        commits; state writes use explicit transactions); on MySQL DDL commits by itself."""
+        """A connection for DDL.
+
+        Autocommit where DDL is transactional (PostgreSQL: each statement commits; state writes use
+        explicit transactions); on MySQL DDL commits by itself.
+        """
         with closing(self.get_conn()) as conn:
             if self.dialect.traits.transactional_ddl:
                 self.dialect.set_autocommit(conn, True)
@@ -84,8 +87,9 @@ class TableStateHook(TableRebuildMixin, BulkLoadHook):
         claim_timeout: float = 0.0,
         claim_poll_interval: float = 5.0,
     ) -> dict[str, Any]:
-        """Claim the table, save its state, disable autovacuum and drop what the decision says
-        (``None`` knobs are "auto", see :func:`~airflow_bulkload.table_state.decide_drops`).
+        """Claim the table, save its state, disable autovacuum and drop what the decision says.
+
+        ``None`` knobs are "auto", see :func:`~airflow_bulkload.table_state.decide_drops`.
 
         A re-run for the same ``load_id`` whose state is not done continues from the saved state
         and decision; it never captures the (possibly stripped) table again.
@@ -174,10 +178,13 @@ class TableStateHook(TableRebuildMixin, BulkLoadHook):
     def claim(
         self, table: str, *, load_id: str, timeout: float = 0.0, poll_interval: float = 5.0
     ) -> dict[str, Any]:
-        """Take the table's claim for ``load_id`` (waiting up to ``timeout`` s while another load
-        holds it), without changing the table: the pipeline claims before it enters bulk mode,
-        so a load waiting for the table never holds the server in bulk mode meanwhile. Prepare
-        for the same load id then finds the claim its own; finalize or restore releases it."""
+        """Take the table's claim for ``load_id``, without changing the table.
+
+        It waits up to ``timeout`` s while another load holds it. The pipeline claims before it
+        enters bulk mode, so a load waiting for the table never holds the server in bulk mode
+        meanwhile. Prepare for the same load id then finds the claim its own; finalize or restore
+        releases it.
+        """
         with self._session() as conn:
             ref = self._ref(conn, table)
             holder = f"{load_id} (host {socket.gethostname()}, pid {os.getpid()})"
@@ -268,8 +275,10 @@ class TableStateHook(TableRebuildMixin, BulkLoadHook):
         parallelism: int | str = "auto",
         maintenance_work_mem: str = "1GB",
     ) -> dict[str, Any]:
-        """Put the table back exactly as saved when prepare changed it and finalize did not
-        complete; a no-op otherwise. Idempotent."""
+        """Put the table back as saved when prepare changed it and finalize did not complete.
+
+        Exactly as saved; a no-op otherwise. Idempotent.
+        """
         return self._put_back(
             table,
             load_id=load_id,
@@ -344,11 +353,12 @@ class TableStateHook(TableRebuildMixin, BulkLoadHook):
     def _take_back_load(
         self, conn: Any, ref: TableRef, state: dict[str, Any], error: TableStateError
     ) -> bool:
-        """Restore after the load's own rows broke a unique key or foreign key it had dropped:
-        when the table
-        was empty at prepare and holds exactly the rows loaded since (by the ledger), empty it
-        again, so the keys rebuild and the table is as it was before the run. Anything else
-        (rows from elsewhere) is left for a person: False."""
+        """Restore after the load's own rows broke a unique key or foreign key it had dropped.
+
+        When the table was empty at prepare and holds exactly the rows loaded since (by the ledger),
+        empty it again, so the keys rebuild and the table is as it was before the run. Anything else
+        (rows from elsewhere) is left for a person: False.
+        """
         dialect = self.dialect
         decision = DropDecision.from_dict(state["decision"])
         if not decision.table_empty or decision.ledger_rows_before is None:

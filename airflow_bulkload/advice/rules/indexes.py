@@ -50,8 +50,11 @@ def secondary_indexes(ctx: RuleContext) -> Iterator[Finding]:
 
 
 def redundant_indexes(ctx: RuleContext) -> Iterator[Finding]:
-    """An index whose key columns are a leading prefix of another index (or the PK) is maintained
-    for nothing during the load."""
+    """Indexes that lead another index (or the primary key) with the same columns.
+
+    An index whose key columns are a leading prefix of another index is maintained for nothing
+    during the load.
+    """
     table = ctx.inputs.table
     plain = [ix for ix in table.secondary_indexes if not ix.is_unique and ix.columns]
     for index in plain:

@@ -224,8 +224,10 @@ class MySqlCatalog(MySqlSession):
         return result
 
     def _check_constraints(self, cur: Any, table: TableRef) -> list[ConstraintInfo]:
-        """Table CHECK constraints (MySQL 8.0.16+, MariaDB 10.2+; MariaDB also lists column
-        checks, which live in the column definition and are skipped here)."""
+        """Table CHECK constraints (MySQL 8.0.16+, MariaDB 10.2+).
+
+        MariaDB also lists column checks, which live in the column definition and are skipped here.
+        """
         try:
             rows = _dict_rows(
                 cur,
@@ -254,8 +256,11 @@ class MySqlCatalog(MySqlSession):
         ]
 
     def table_snapshot(self, conn: Any, table: TableRef) -> dict[str, Any]:
-        """:meth:`describe_table` as a saved state. InnoDB needs an index whose leading columns
-        are a foreign key's columns (on both tables of the key): those are marked ``needed_by_fk``."""
+        """:meth:`describe_table` as a saved state, marking the indexes foreign keys need.
+
+        InnoDB needs an index whose leading columns are a foreign key's columns (on both tables of
+        the key): those are marked ``needed_by_fk``.
+        """
         conn.commit()  # a fresh view of the data dictionary after DDL in this session
         info = self.describe_table(conn, table)
         with _cursor(conn) as cur:
@@ -320,8 +325,10 @@ class MySqlCatalog(MySqlSession):
         return sample
 
     def server_facts(self, conn: Any) -> ServerFacts:
-        """Version, ``local_infile``, doublewrite and, on Aurora MySQL, the role ``LOAD DATA FROM
-        S3`` uses (``None`` when the server has no such variables, i.e. is not Aurora)."""
+        """Version, ``local_infile``, doublewrite and Aurora's ``LOAD DATA FROM S3`` role.
+
+        The role is ``None`` when the server has no such variables, i.e. is not Aurora.
+        """
         placeholders = ", ".join(["%s"] * len(PREFLIGHT_VARIABLES))
         with _cursor(conn) as cur:
             cur.execute("SELECT VERSION()")

@@ -42,8 +42,11 @@ _LEDGER_COLUMNS = (
 
 
 def innodb_table_name(table: TableRef) -> str:
-    """``db/table`` as InnoDB's dictionary names it: letters, digits and ``_`` as they are, any
-    other character as ``@`` and its code point in four hex digits (MySQL's filename encoding)."""
+    """``db/table`` as InnoDB's dictionary names it (MySQL's filename encoding).
+
+    Letters, digits and ``_`` stay as they are, any other character becomes ``@`` and its code point
+    in four hex digits.
+    """
 
     def encode(name: str) -> str:
         return "".join(
@@ -146,9 +149,11 @@ class MySqlLedger(MySqlLoader):
         )
 
     def table_generation(self, conn: Any, table: TableRef) -> str | None:
-        """InnoDB's table id: a new one on DROP/CREATE, TRUNCATE and any rebuild (OPTIMIZE
-        TABLE, ALTER ... FORCE); MariaDB's ``INNODB_SYS_TABLES``, MySQL 8's ``INNODB_TABLES``.
-        ``None`` without the PROCESS privilege those views need."""
+        """InnoDB's table id; ``None`` without the PROCESS privilege its views need.
+
+        A new id on DROP/CREATE, TRUNCATE and any rebuild (OPTIMIZE TABLE, ALTER ... FORCE), read
+        from MariaDB's ``INNODB_SYS_TABLES`` or MySQL 8's ``INNODB_TABLES``.
+        """
         name = innodb_table_name(table)
         for view in ("INNODB_SYS_TABLES", "INNODB_TABLES"):
             try:
@@ -231,10 +236,13 @@ class MySqlLedger(MySqlLoader):
         *,
         exact: bool = True,
     ) -> int:
-        """LOAD the chunk into a scratch table beside the target, delete the rows whose key
-        matches and the ledger entry in one transaction under the chunk's lock, then drop the
-        scratch table. MySQL's DDL commits, so the scratch table is a regular table made and
-        dropped outside that transaction (a killed run's leftover is replaced next time)."""
+        """LOAD the chunk into a scratch table, then delete the rows whose key matches.
+
+        The scratch table sits beside the target. The delete and the ledger entry's go in one
+        transaction under the chunk's lock; then the scratch table is dropped. MySQL's DDL commits,
+        so the scratch table is a regular table made and dropped outside that transaction (a killed
+        run's leftover is replaced next time).
+        """
         name = "bulkload_withdraw_" + chunk_id(entry.table, entry.chunk_key).hex()[:16]
         scratch = TableRef(name=name, schema=table.schema)
         columns = chunk.columns or [column for column, _ in self.load_columns(conn, table)]

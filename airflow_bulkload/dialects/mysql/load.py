@@ -84,9 +84,11 @@ class MySqlLoader(MySqlSession):
         _scalar(conn, "SELECT RELEASE_LOCK(%s)", (load_slot_name(str(table), slot),))
 
     def tune_load_session(self, conn: Any) -> None:
-        """``unique_checks = 0``, ``foreign_key_checks = 0``, strict ``sql_mode`` for this
-        session until the transaction ends (the originals are saved and put back then).
-        The load itself turns unique checks back on for tables with a secondary UNIQUE index."""
+        """``unique_checks = 0``, ``foreign_key_checks = 0``, strict ``sql_mode``, for this session.
+
+        They hold until the transaction ends (the originals are saved and put back then). The load
+        itself turns unique checks back on for tables with a secondary UNIQUE index.
+        """
         state = self._session(conn)
         with _cursor(conn) as cur:
             if state.saved_settings is None:
@@ -101,9 +103,12 @@ class MySqlLoader(MySqlSession):
             )
 
     def _keep_unique_checks_if_needed(self, conn: Any, table: TableRef) -> None:
-        """Checks that guard the rows stay on: unique checks for a secondary UNIQUE index, and
-        foreign key checks for a table with foreign keys (with them off, a row whose parent does
-        not exist would commit, and nothing re-checks it: InnoDB never validates existing rows)."""
+        """Keep the checks that guard the rows on.
+
+        Unique checks for a secondary UNIQUE index, and foreign key checks for a table with foreign
+        keys (with them off, a row whose parent does not exist would commit, and nothing re-checks
+        it: InnoDB never validates existing rows).
+        """
         with _cursor(conn) as cur:
             if self.has_secondary_unique_index(conn, table):
                 cur.execute("SET SESSION unique_checks = 1")

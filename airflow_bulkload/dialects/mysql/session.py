@@ -91,9 +91,12 @@ class MySqlSession(Dialect):
 
     @contextmanager
     def transaction(self, conn: Any) -> Iterator[None]:
-        """Commit on success, roll back on any exception; then restore the session settings
-        :meth:`tune_load_session` changed and release the chunk locks :meth:`claim_chunk` took
-        (after the commit, so a waiting loader sees the committed ledger row)."""
+        """Commit on success, roll back on any exception; then undo the session's changes.
+
+        That is, restore the session settings :meth:`tune_load_session` changed and release the
+        chunk locks :meth:`claim_chunk` took (after the commit, so a waiting loader sees the
+        committed ledger row).
+        """
         try:
             yield
         except BaseException:
@@ -146,9 +149,11 @@ class MySqlSession(Dialect):
         return f"{quote_identifier(self.state_database_name(conn), 'state database')}.`{name}`"
 
     def ensure_state_schema(self, conn: Any) -> None:
-        """Create the missing ``bulkload_*`` tables. Existing ones are only looked up (an
-        information_schema read takes no metadata lock), so a busy ledger never blocks this.
-        ``CREATE ... IF NOT EXISTS`` makes concurrent first use safe. Commits (DDL does)."""
+        """Create the missing ``bulkload_*`` tables; commits (DDL does).
+
+        Existing ones are only looked up (an information_schema read takes no metadata lock), so a
+        busy ledger never blocks this. ``CREATE ... IF NOT EXISTS`` makes concurrent first use safe.
+        """
         database = self.state_database_name(conn)
         quoted = quote_identifier(database, "state database")
         with _cursor(conn) as cur:

@@ -163,11 +163,13 @@ class MySqlTablePrep(MySqlSession):
         *,
         concurrent_sessions: int = 1,
     ) -> None:
-        """One ``ALTER TABLE ... ADD KEY ..., ADD KEY ...`` for all (InnoDB reads and sorts the
-        table once), FULLTEXT/SPATIAL keys one statement each (InnoDB builds those alone).
-        The key lines are the server's own ``SHOW CREATE TABLE`` text, replayed as captured.
-        ``maintenance_work_mem`` has no MySQL counterpart settable per session
-        (``innodb_sort_buffer_size`` is read-only); it is ignored."""
+        """One ``ALTER TABLE ... ADD KEY ..., ADD KEY ...`` for all; FULLTEXT/SPATIAL keys one each.
+
+        InnoDB reads and sorts the table once for the combined statement, and builds
+        FULLTEXT/SPATIAL keys alone. The key lines are the server's own ``SHOW CREATE TABLE`` text,
+        replayed as captured. ``maintenance_work_mem`` has no MySQL counterpart settable per session
+        (``innodb_sort_buffer_size`` is read-only); it is ignored.
+        """
         prefix = f"ALTER TABLE {quote_table(table)} ADD "
         lines: list[str] = []
         alone: list[str] = []
@@ -189,8 +191,11 @@ class MySqlTablePrep(MySqlSession):
         """MySQL unique keys and the primary key are indexes themselves: nothing to attach."""
 
     def add_foreign_key(self, conn: Any, fk: dict[str, Any]) -> None:
-        """Re-added with ``foreign_key_checks = 0`` for the statement, as the load ran: InnoDB then
-        adds it in place without a table copy, and without re-checking existing rows."""
+        """Re-add the foreign key with ``foreign_key_checks = 0``, as the load ran.
+
+        The setting holds for the statement alone. InnoDB then adds it in place without a table
+        copy, and without re-checking existing rows.
+        """
         with _cursor(conn) as cur:
             cur.execute("SELECT @@SESSION.foreign_key_checks")
             checks = int(cur.fetchone()[0])
@@ -207,8 +212,11 @@ class MySqlTablePrep(MySqlSession):
         conn.commit()
 
     def checkpoint(self, conn: Any) -> str:
-        """A documented no-op: InnoDB checkpoints continuously (fuzzy checkpointing) and has no
-        statement that forces a full one; the redo log keeps committed loads durable."""
+        """A documented no-op: InnoDB has no statement that forces a full checkpoint.
+
+        InnoDB checkpoints continuously (fuzzy checkpointing); the redo log keeps committed loads
+        durable.
+        """
         return "no-op: InnoDB checkpoints continuously and has no CHECKPOINT statement"
 
     def empty_table(self, conn: Any, table: TableRef) -> None:

@@ -261,8 +261,11 @@ class PostgresCatalog(PostgresSession):
         return sample
 
     def server_facts(self, conn: Any) -> ServerFacts:
-        """Version and whether ``aws_s3.table_import_from_s3`` (the ``rds_s3`` method's function)
-        is callable here, and whether the ``aws_s3`` extension could be installed."""
+        """Version, and whether the ``aws_s3`` extension is installed here or could be.
+
+        Installed means ``aws_s3.table_import_from_s3`` (the ``rds_s3`` method's function) is
+        callable.
+        """
         with self._read(conn) as cur:
             cur.execute(
                 "SELECT pg_catalog.current_setting('server_version'),"

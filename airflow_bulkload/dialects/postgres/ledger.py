@@ -195,9 +195,12 @@ class PostgresLedger(PostgresSession):
         *,
         exact: bool = True,
     ) -> int:
-        """COPY the chunk into a temporary table (dropped at commit), delete the rows whose key
-        matches, and the ledger entry; under the chunk's claim, so no loader races it. A delete
-        that does not match the ledger's row count rolls back (see the interface)."""
+        """COPY the chunk into a temporary table, then delete the rows whose key matches.
+
+        The temporary table is dropped at commit. The delete and the ledger entry's run under the
+        chunk's claim, so no loader races it. A delete that does not match the ledger's row count
+        rolls back (see the interface).
+        """
         info = self.describe_table(conn, table)
         generated = set(info.extra.get("generated_columns", []))
         columns = chunk.columns or [c.name for c in info.columns if c.name not in generated]
