@@ -411,8 +411,11 @@ _SAMPLE_KEY = re.compile(r"^\((?P<columns>[^()]*)\)=\((?P<values>.*)\) x\d+$")
 
 
 def duplicate_key(sample: list[str]) -> dict[str, str]:
-    """The first duplicate key of a :class:`DuplicateKeyError` sample (``(a, b)=(1, x) x2``) as
-    column -> value text; empty when it cannot be read unambiguously."""
+    """The first duplicate key of a :class:`DuplicateKeyError` sample, as column -> value text.
+
+    A sample entry reads ``(a, b)=(1, x) x2``; the result is empty when none can be read
+    unambiguously.
+    """
     for entry in sample:
         match = _SAMPLE_KEY.match(entry)
         if not match:
