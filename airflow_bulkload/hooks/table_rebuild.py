@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from airflow_bulkload.advice.plan import DEFAULT_PARALLELISM
 from airflow_bulkload.catalog import TableRef
 from airflow_bulkload.exceptions import DuplicateKeyError
-from airflow_bulkload.table_state import parse_parallelism, plan_rebuild
+from airflow_bulkload.knobs import parse_parallelism
+from airflow_bulkload.table_state import plan_rebuild
 
 if TYPE_CHECKING:
     from airflow.sdk.types import Logger

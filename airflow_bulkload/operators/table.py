@@ -26,13 +26,13 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_bulkload.hooks.table_state import TableStateHook
-from airflow_bulkload.operators.validation import validate_or_fail
-from airflow_bulkload.table_state import (
+from airflow_bulkload.knobs import (
     default_load_id,
     parse_flag,
     parse_optional_int,
     parse_parallelism,
 )
+from airflow_bulkload.operators.validation import validate_or_fail
 
 
 class _TableOperator(BaseOperator):

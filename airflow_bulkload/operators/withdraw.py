@@ -8,8 +8,8 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+from airflow_bulkload.knobs import parse_flag
 from airflow_bulkload.operators.validation import validate_or_fail
-from airflow_bulkload.table_state import parse_flag
 
 
 class WithdrawSupersededChunksOperator(BaseOperator):
