@@ -8,7 +8,7 @@ any layer may import this module.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -199,12 +199,32 @@ class LedgerEntry:
     probe: KeyProbe | None = None
     generation: str | None = None
 
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> LedgerEntry:
+        """An entry from a row of the ledger, as both engines select it.
+
+        The columns, in order: table, chunk key, checksum, rows, bytes, load id, probe (JSON text
+        or already decoded) and generation.
+        """
+        return cls(
+            table=row[0],
+            chunk_key=row[1],
+            checksum=str(row[2]),
+            rows=int(row[3]),
+            bytes=int(row[4]),
+            load_id=row[5],
+            probe=KeyProbe.from_json(row[6]),
+            generation=None if row[7] is None else str(row[7]),
+        )
+
 
 @dataclass(frozen=True)
 class LoadRecord:
-    """One staged input's load into a table (``staging_prefix`` names it), as the ledger's
-    companion: whether the table was empty when the load began, and whether its report
-    verified the rows in the table."""
+    """One staged input's load into a table (``staging_prefix`` names it): the ledger's companion.
+
+    It says whether the table was empty when the load began, and whether its report verified the
+    rows in the table.
+    """
 
     table: str
     staging_prefix: str
@@ -212,10 +232,27 @@ class LoadRecord:
     empty_before: bool
     verified: bool = False
 
+    @classmethod
+    def from_row(cls, table: TableRef, staging_prefix: str, row: Sequence[Any]) -> LoadRecord:
+        """The record of ``staging_prefix`` into ``table``: its row is load id, empty, verified."""
+        return cls(str(table), staging_prefix, row[0], bool(row[1]), bool(row[2]))
+
+
+def key_params(keys: list[list[Any]]) -> list[Any]:
+    """The bind parameters of a key lookup: every key's values in turn, as text (NULL kept)."""
+    return [None if v is None else str(v) for key in keys for v in key]
+
+
+def describe_duplicate_keys(columns: list[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    """``(a, b)=(1, x) x2`` for each row of key values followed by how often they occur."""
+    return [f"({', '.join(columns)})=({', '.join(map(str, r[:-1]))}) x{r[-1]}" for r in rows]
+
 
 def probe_key_of(info: TableInfo) -> list[str]:
-    """The columns that identify a row of the table: its primary key, else the first valid,
-    non-partial unique index over plain NOT NULL columns; ``[]`` when it has neither."""
+    """The columns that identify a row of the table; ``[]`` when it has none.
+
+    Its primary key, else the first valid, non-partial unique index over plain NOT NULL columns.
+    """
     if info.primary_key:
         return list(info.primary_key)
     not_null = {c.name for c in info.columns if not c.nullable}
@@ -234,8 +271,10 @@ def probe_key_of(info: TableInfo) -> list[str]:
 def check_withdrawn(
     entry: LedgerEntry, uri: str, table: TableRef, deleted: int, *, exact: bool
 ) -> None:
-    """Raise (so the withdrawing transaction rolls back) when a chunk's withdraw deleted rows it
-    cannot have inserted: more than the ledger says it loaded, or, with ``exact``, another count.
+    """Raise when a chunk's withdraw deleted rows it cannot have inserted.
+
+    That is more than the ledger says it loaded, or, with ``exact``, another count. The error rolls
+    the withdrawing transaction back.
     """
     if deleted > entry.rows or (exact and deleted != entry.rows):
         from airflow_bulkload.exceptions import WithdrawMismatchError
@@ -251,9 +290,11 @@ def check_withdrawn(
 def check_unchanged(
     entry: LedgerEntry, uri: str, table: TableRef, key_columns: list[str], changed: Any
 ) -> None:
-    """Raise (so the withdrawing transaction rolls back) when ``changed``, the key of a row of
-    ``table`` that shares the chunk's key but not its other values, is set: the row is not the
-    one the chunk inserted, and reloading the chunk would overwrite it."""
+    """Raise when ``changed`` is set, so the withdrawing transaction rolls back.
+
+    ``changed`` is the key of a row of ``table`` that shares the chunk's key but not its other
+    values: the row is not the one the chunk inserted, and reloading the chunk would overwrite it.
+    """
     if changed is None:
         return
     from airflow_bulkload.exceptions import WithdrawChangedRowsError

@@ -10,8 +10,10 @@ OWN_EXTRA_PREFIX = "bulkload_"
 
 
 def postgres_hook(conn_id: str, **kwargs: Any) -> Any:
-    """A ``PostgresHook`` that passes every extra of the connection to libpq as before, except
-    ours: libpq refuses unknown options (``invalid connection option``)."""
+    """A ``PostgresHook`` that passes every extra of the connection to libpq as before, except ours.
+
+    libpq refuses unknown options (``invalid connection option``).
+    """
     from airflow.providers.postgres.hooks.postgres import PostgresHook
 
     hook = PostgresHook(postgres_conn_id=conn_id, **kwargs)

@@ -97,14 +97,18 @@ class InsufficientPrivilegeError(BulkLoadError):
 
 
 class WithdrawMismatchError(BulkLoadError):
-    """Taking a chunk back out would delete another number of rows than the chunk inserted:
-    rows the chunk did not insert share its keys. Nothing was deleted."""
+    """Taking a chunk back out would delete another number of rows than the chunk inserted.
+
+    Rows the chunk did not insert share its keys. Nothing was deleted.
+    """
 
 
 class WithdrawChangedRowsError(WithdrawMismatchError):
-    """Taking a chunk back out would delete rows that hold other values than the chunk's: they
-    were changed since it loaded (another load re-delivered their keys, or a person updated
-    them), and reloading the chunk would overwrite them. Nothing was deleted."""
+    """Taking a chunk back out would delete rows that hold other values than the chunk's.
+
+    They were changed since it loaded (another load re-delivered their keys, or a person updated
+    them), and reloading the chunk would overwrite them. Nothing was deleted.
+    """
 
 
 class LoadVerificationError(BulkLoadError):
@@ -116,8 +120,11 @@ class InputAlreadyLoadedError(BulkLoadError):
 
 
 class ForeignKeyViolationError(TableStateError):
-    """A foreign key dropped for the load could not be re-added: loaded rows reference parents
-    that do not exist. The foreign key is not left half-added (NOT VALID)."""
+    """A foreign key dropped for the load could not be re-added.
+
+    Loaded rows reference parents that do not exist. The foreign key is not left half-added (NOT
+    VALID).
+    """
 
 
 class NulByteError(BulkLoadError):

@@ -69,7 +69,8 @@ class ChunkStream:
     def verify(self, checksum: str) -> None:
         """Read what the consumer left unread, then compare the stored bytes' sha256 with
         ``checksum``; raises :class:`ChunkLoadError` on a mismatch. A checksum that is not a
-        sha256 (an ETag of input loaded as is) is not checked here."""
+        sha256 (an ETag of input loaded as is) is not checked here.
+        """
         if self._stored is None or not _SHA256_HEX.match(checksum):
             return
         while self.read(READ_BUFFER_BYTES):

@@ -31,7 +31,6 @@ from airflow_bulkload.advice.plan import (
     DROP_INDEXES_MIN_RATIO,
     should_drop_indexes,
 )
-from airflow_bulkload.bulk_mode.policy import LeaseKey
 from airflow_bulkload.catalog import EngineTraits, TableInfo
 
 #: status of a saved table state: captured (nothing changed yet), objects dropped, put back
@@ -39,59 +38,6 @@ STATUS_SAVED = "saved"
 STATUS_PREPARED = "prepared"
 STATUS_DONE = "done"
 STATUSES = (STATUS_SAVED, STATUS_PREPARED, STATUS_DONE)
-
-AUTO = "auto"
-_TRUE = "true"
-_FALSE = "false"
-
-
-def parse_flag(value: bool | str | None, name: str) -> bool | None:
-    """``True``/``False``/``"auto"`` (strings case-insensitive, as a Jinja template renders them)
-    -> ``True``/``False``/``None`` (auto). ``None`` means auto too. Anything else is refused."""
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text == AUTO:
-            return None
-        if text == _TRUE:
-            return True
-        if text == _FALSE:
-            return False
-    raise ValueError(f"{name} must be True, False or 'auto' (any case), got {value!r}")
-
-
-def parse_optional_int(value: int | str | None, name: str) -> int | None:
-    """An int, or ``None`` for ``None``/``""``/``"None"`` (a template that rendered nothing)."""
-    if value is None or isinstance(value, bool):
-        return None if value is None else int(value)
-    if isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if text in ("", "None", "none", "null"):
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
-
-
-def parse_parallelism(value: int | str, builds: int, default: int) -> int:
-    """``"auto"`` -> ``min(builds, default)``; else a positive int (capped at ``builds``)."""
-    if isinstance(value, str) and value.strip().lower() == AUTO:
-        wanted = default
-    else:
-        parsed = parse_optional_int(value, "parallelism")
-        if parsed is None or parsed < 1:
-            raise ValueError(f"parallelism must be 'auto' or a positive integer, got {value!r}")
-        wanted = parsed
-    return max(1, min(wanted, max(builds, 1)))
-
-
-def default_load_id(dag_id: str, table: str, when: Any) -> str:
-    """``dag_id/table/logical date`` (run id when there is no logical date): the same key as the
-    bulk-mode lease, stable across a re-run of the same DAG run."""
-    return LeaseKey.of(dag_id, table, when).describe()
 
 
 def normalise_ddl(text: str | None) -> str:
@@ -359,10 +305,12 @@ class DropStep:
 def plan_drops(
     saved: Mapping[str, Any], decision: DropDecision, current: Mapping[str, Any]
 ) -> tuple[list[DropStep], list[str]]:
-    """The objects to drop now, in a safe order (foreign keys, secondary indexes, primary key),
-    leaving out those already gone; and notes on objects kept although asked for.
+    """The objects to drop now, in a safe order, and notes on objects kept although asked for.
 
-    An index a kept foreign key needs is kept (the engine refuses to drop it)."""
+    The order: foreign keys, secondary indexes, primary key; objects already gone are left out.
+
+    An index a kept foreign key needs is kept (the engine refuses to drop it).
+    """
     steps: list[DropStep] = []
     notes: list[str] = []
     present_fks = {fk_key(fk) for fk in current.get("foreign_keys", [])}
@@ -412,8 +360,10 @@ class RebuildPlan:
 
 
 def plan_rebuild(saved: Mapping[str, Any], current: Mapping[str, Any]) -> RebuildPlan:
-    """Saved objects the table lacks now. An index left without its constraint (a run killed
-    between the two steps) is only attached."""
+    """Saved objects the table lacks now.
+
+    An index left without its constraint (a run killed between the two steps) is only attached.
+    """
     current_ix = {ix["name"]: ix for ix in current.get("indexes", [])}
     separate_constraints = EngineTraits.of(saved["engine"]).index_backed_constraints
     create: list[dict[str, Any]] = []
@@ -437,7 +387,8 @@ def compare_snapshots(saved: Mapping[str, Any], current: Mapping[str, Any]) -> l
     """Differences between the saved state and the table now (empty: identical).
 
     Compares each saved index's and constraint's normalised DDL, each saved foreign key's, and the
-    reloptions. Objects created by others in between are not the saved state's business."""
+    reloptions. Objects created by others in between are not the saved state's business.
+    """
     problems: list[str] = []
     now_ix = {ix["name"]: ix for ix in current.get("indexes", [])}
     for ix in saved["indexes"]:

@@ -29,8 +29,11 @@ _NXLARGE = re.compile(r"^(?P<n>\d+)xlarge$")
 
 
 def vcpus_for_class(instance_class: str) -> int | None:
-    """The vCPU count of ``db.<family>.<size>``, or ``None`` when the size does not say it
-    (``db.serverless``, ``metal``, unknown sizes) — ask EC2 then, see :func:`ec2_instance_type`."""
+    """The vCPU count of ``db.<family>.<size>``, or ``None`` when the size does not say it.
+
+    ``None`` for ``db.serverless``, ``metal`` and unknown sizes: ask EC2 then, see
+    :func:`ec2_instance_type`.
+    """
     name = instance_class.strip().lower()
     if name in _EXCEPTIONS:
         return _EXCEPTIONS[name]

@@ -249,7 +249,6 @@ class LoadPlan:
         chunk_size: int | str | None = AUTO,
     ) -> LoadPlan:
         """The plan with the author's explicit knobs applied; ``"auto"``/``None`` keep the plan's."""
-
         rationale = dict(self.rationale)
 
         def pick(name: str, value: Any, planned: Any, cast: Any) -> Any:
@@ -287,8 +286,11 @@ FailOn = str | Sequence[str] | None
 
 
 def failing_severities(fail_on: FailOn) -> set[Severity]:
-    """``"error"`` -> {error}; ``"warn"`` -> {warn, error}; a list names severities exactly;
-    ``None``/``"never"`` -> nothing fails."""
+    """The severities that fail the task, for ``fail_on``.
+
+    ``"error"`` -> {error}; ``"warn"`` -> {warn, error}; a list names severities exactly;
+    ``None``/``"never"`` -> nothing fails.
+    """
     if fail_on is None or fail_on == "never":
         return set()
     if isinstance(fail_on, str):
@@ -299,8 +301,11 @@ def failing_severities(fail_on: FailOn) -> set[Severity]:
 
 @dataclass(frozen=True)
 class PreflightReport:
-    """The findings and the plan for one table: ``plan`` is what runs (the author's explicit
-    knobs over the advice), ``recommended`` what pre-flight would choose with every knob auto."""
+    """The findings and the plan for one table.
+
+    ``plan`` is what runs (the author's explicit knobs over the advice), ``recommended`` what
+    pre-flight would choose with every knob auto.
+    """
 
     table: str
     engine: str

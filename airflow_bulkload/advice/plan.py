@@ -75,8 +75,10 @@ def should_drop_indexes(inputs: PreflightInputs) -> tuple[bool, str]:
 
 
 def input_in_key_order(inputs: PreflightInputs) -> bool:
-    """Whether the input is known to be sorted by the table's primary key (or a prefix thereof
-    that starts with its first column)."""
+    """Whether the input is known to be sorted by the table's primary key.
+
+    Sorted by a prefix of the key that starts with its first column counts too.
+    """
     pk = inputs.table.primary_key
     sorted_by = inputs.input.sorted_by if inputs.input else None
     return bool(pk and sorted_by and list(sorted_by[: len(pk)]) == pk[: len(sorted_by)])

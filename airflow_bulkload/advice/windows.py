@@ -22,8 +22,10 @@ def _week_minute(day: str, hour: str, minute: str) -> int:
 
 
 def parse_window(window: str) -> tuple[int, int]:
-    """``sun:05:00-sun:05:30`` -> (start, end) in minutes since Monday 00:00 UTC; end may be less
-    than start when the window wraps from Sunday into Monday."""
+    """``sun:05:00-sun:05:30`` -> (start, end) in minutes since Monday 00:00 UTC.
+
+    The end may be less than the start when the window wraps from Sunday into Monday.
+    """
     match = _WINDOW.match(window.strip().lower())
     if match is None:
         raise ValueError(f"maintenance window {window!r} is not ddd:hh:mm-ddd:hh:mm")
@@ -41,8 +43,10 @@ def _intervals(start: int, end: int) -> list[tuple[int, int]]:
 
 
 def window_overlap(window: str, load_start: datetime, duration: timedelta) -> datetime | None:
-    """The first moment the load ``[load_start, load_start + duration)`` is inside the weekly
-    ``window``, or ``None`` when they do not meet. Naive datetimes are taken as UTC."""
+    """The first moment the load is inside the weekly ``window``, or ``None`` when they do not meet.
+
+    The load is ``[load_start, load_start + duration)``. Naive datetimes are taken as UTC.
+    """
     start = load_start if load_start.tzinfo else load_start.replace(tzinfo=UTC)
     start = start.astimezone(UTC)
     minutes = max(int(duration.total_seconds() // 60), 1)

@@ -69,8 +69,11 @@ _SETTING_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,62}$")
 
 
 def default_bulk_settings(engine: str, *, rds: bool) -> dict[str, str]:
-    """The default bulk settings for an RDS engine name (``postgres``, ``aurora-postgresql``,
-    ``mysql``, ``mariadb``, ``aurora-mysql``) or a dialect name, on RDS or a self-managed server."""
+    """The default bulk settings for ``engine``, on RDS or a self-managed server.
+
+    ``engine`` is an RDS engine name (``postgres``, ``aurora-postgresql``, ``mysql``, ``mariadb``,
+    ``aurora-mysql``) or a dialect name.
+    """
     kind = engine.lower()
     if kind.startswith("aurora") and "postgres" in kind:
         return dict(AURORA_POSTGRES_BULK_SETTINGS)
@@ -86,8 +89,11 @@ def default_bulk_settings(engine: str, *, rds: bool) -> dict[str, str]:
 def resolve_bulk_settings(
     engine: str, overrides: Mapping[str, object] | None, *, rds: bool
 ) -> dict[str, str]:
-    """Defaults merged with ``overrides`` (a value of ``None`` drops a default), names checked,
-    every durability-breaking setting refused (see :func:`durability_risk`)."""
+    """The defaults merged with ``overrides``, checked.
+
+    A value of ``None`` drops a default. Names are checked, and every durability-breaking setting is
+    refused (see :func:`durability_risk`).
+    """
     settings = default_bulk_settings(engine, rds=rds)
     for name, value in (overrides or {}).items():
         if value is None:

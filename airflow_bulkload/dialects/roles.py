@@ -81,8 +81,11 @@ class Ledger(abc.ABC):
 
     @abc.abstractmethod
     def claim_chunk(self, conn: Any, table: TableRef, chunk: ChunkSpec) -> LedgerEntry | None:
-        """Serialise loaders of this (table, chunk key) until the transaction ends, then return
-        the ledger entry if the chunk is already committed (any checksum), else ``None``."""
+        """Serialise loaders of this (table, chunk key) until the transaction ends.
+
+        Then return the ledger entry if the chunk is already committed (any checksum), else
+        ``None``.
+        """
 
     @abc.abstractmethod
     def record_chunk(self, conn: Any, entry: LedgerEntry) -> None:
@@ -104,18 +107,20 @@ class Ledger(abc.ABC):
         *,
         exact: bool = True,
     ) -> int:
-        """Take a committed chunk back out: delete the rows of ``table`` whose ``key_columns``
-        equal those of a row in ``stream`` (the chunk's content, as it was loaded) and the
-        chunk's ledger entry, in one transaction of its own (committed). Returns rows deleted.
-        With no ``key_columns`` (the table has no key the chunk carries), a row matches on every
-        column the chunk carries, NULL-safely, and the delete must be exact.
+        """Take a committed chunk back out, in one transaction of its own; returns rows deleted.
+
+        Delete the rows of ``table`` whose ``key_columns`` equal those of a row in ``stream`` (the
+        chunk's content, as it was loaded) and the chunk's ledger entry, and commit. With no
+        ``key_columns`` (the table has no key the chunk carries), a row matches on every column
+        the chunk carries, NULL-safely, and the delete must be exact.
 
         The delete must match the ledger: with ``exact`` it must delete exactly ``entry.rows``
         rows, else (at most that many, for a chunk some of whose rows are already gone) it
         raises :class:`~airflow_bulkload.exceptions.WithdrawMismatchError` and rolls back, so
         rows the chunk did not insert are never taken. A row with a chunk key whose other
         columns differ from the chunk's row changed since it loaded (another load, a person):
-        :class:`~airflow_bulkload.exceptions.WithdrawChangedRowsError`, nothing deleted."""
+        :class:`~airflow_bulkload.exceptions.WithdrawChangedRowsError`, nothing deleted.
+        """
 
     @abc.abstractmethod
     def forget_chunk(self, conn: Any, entry: LedgerEntry) -> None:
@@ -127,9 +132,11 @@ class Ledger(abc.ABC):
 
     @abc.abstractmethod
     def table_generation(self, conn: Any, table: TableRef) -> str | None:
-        """The table's physical identity: changes when it is dropped and re-created, truncated or
-        rebuilt (VACUUM FULL, CLUSTER, OPTIMIZE TABLE), not when rows are inserted or deleted.
-        ``None`` when the server will not tell (missing privilege)."""
+        """The table's physical identity, ``None`` when the server will not tell (no privilege).
+
+        It changes when the table is dropped and re-created, truncated or rebuilt (VACUUM FULL,
+        CLUSTER, OPTIMIZE TABLE), not when rows are inserted or deleted.
+        """
 
     @abc.abstractmethod
     def keys_present(
@@ -141,10 +148,12 @@ class Ledger(abc.ABC):
     def stored_key_values(
         self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
     ) -> list[list[Any]]:
-        """Each key (values of ``columns``, as text) as ``table`` stores it, read back as text:
-        converted to its column's type as a load converts it (a ``timestamp(0)`` rounds its
-        fraction, a ``numeric(10,1)`` its digits), so :meth:`keys_present` finds the row a load
-        of that text stored. Run in the loading transaction."""
+        """Each key (values of ``columns``, as text) as ``table`` stores it, read back as text.
+
+        Each value is converted to its column's type as a load converts it (a ``timestamp(0)``
+        rounds its fraction, a ``numeric(10,1)`` its digits), so :meth:`keys_present` finds the
+        row a load of that text stored. Run in the loading transaction.
+        """
 
     @abc.abstractmethod
     def ledger_rows(self, conn: Any, table: TableRef) -> int:
@@ -177,9 +186,11 @@ class ChunkLoader(abc.ABC):
 
     @abc.abstractmethod
     def try_acquire_load_slot(self, conn: Any, table: TableRef, slot: int) -> bool:
-        """Take load slot ``slot`` of ``table`` for this session without waiting; ``False`` when
-        another session holds it. Session-scoped on the server, so a killed worker's slot frees
-        itself when its connection goes."""
+        """Take load slot ``slot`` of ``table`` now; ``False`` when another session holds it.
+
+        It does not wait. Slots are session-scoped on the server, so a killed worker's slot frees
+        itself when its connection goes.
+        """
 
     @abc.abstractmethod
     def release_load_slot(self, conn: Any, table: TableRef, slot: int) -> None:
@@ -230,12 +241,14 @@ class Catalog(abc.ABC):
 
     @abc.abstractmethod
     def table_snapshot(self, conn: Any, table: TableRef) -> dict[str, Any]:
-        """The table's indexes, constraints, foreign keys (both ways) and reloptions as a saved
-        state dict (see :mod:`airflow_bulkload.table_state`)."""
+        """The table's indexes, constraints, foreign keys and reloptions as a saved state dict.
+
+        Foreign keys both ways; see :mod:`airflow_bulkload.table_state`.
+        """
 
     @abc.abstractmethod
     def table_is_empty(self, conn: Any, table: TableRef) -> bool:
-        """Exactly, not from statistics: does ``table`` hold no row?"""
+        """Whether ``table`` holds no row, exactly (not from statistics)."""
 
     @abc.abstractmethod
     def count_rows(self, conn: Any, table: TableRef) -> int:
@@ -245,14 +258,18 @@ class Catalog(abc.ABC):
     def duplicate_key_sample(
         self, conn: Any, table: TableRef, index: dict[str, Any], exc: Exception, limit: int = 5
     ) -> list[str] | None:
-        """When ``exc`` is a duplicate-key failure building ``index``, a sample of the offending
-        key values (possibly empty); ``None`` when ``exc`` is something else."""
+        """Sample the offending keys when ``exc`` is a duplicate-key failure building ``index``.
+
+        The sample may be empty; ``None`` when ``exc`` is something else.
+        """
 
     @abc.abstractmethod
     def server_facts(self, conn: Any) -> ServerFacts:
-        """Read the server settings pre-flight advice needs (version, ``local_infile``, the
-        ``aws_s3`` extension, the Aurora S3 role, doublewrite). Read-only; a setting the server
-        does not have or the user may not read is ``None``."""
+        """Read the server settings pre-flight advice needs; read-only.
+
+        Version, ``local_infile``, the ``aws_s3`` extension, the Aurora S3 role, doublewrite. A
+        setting the server does not have or the user may not read is ``None``.
+        """
 
 
 class TablePrep(abc.ABC):
@@ -267,8 +284,10 @@ class TablePrep(abc.ABC):
 
     @abc.abstractmethod
     def claim_table(self, conn: Any, table: TableRef, load_id: str, holder: str) -> str | None:
-        """Take (or re-take, for the same ``load_id``) the table's durable claim; return ``None``
-        when held now, else a description of the other load that holds it."""
+        """Take (or re-take, for the same ``load_id``) the table's durable claim.
+
+        Return ``None`` when held now, else a description of the other load that holds it.
+        """
 
     @abc.abstractmethod
     def release_table_claim(self, conn: Any, table: TableRef, load_id: str) -> None:
@@ -276,8 +295,10 @@ class TablePrep(abc.ABC):
 
     @abc.abstractmethod
     def unfinished_table_saved_state(self, conn: Any, table: TableRef) -> dict[str, Any] | None:
-        """The saved snapshot of the table's most recent load whose state is not done (the table
-        may be stripped of the indexes it lists), else ``None``."""
+        """The saved snapshot of the table's latest load whose state is not done, else ``None``.
+
+        The table may be stripped of the indexes it lists.
+        """
 
     @abc.abstractmethod
     def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> dict[str, Any] | None:
@@ -329,13 +350,19 @@ class TablePrep(abc.ABC):
         *,
         concurrent_sessions: int = 1,
     ) -> None:
-        """Build saved indexes in this session (PostgreSQL: one per call when run in parallel;
-        MySQL: one ``ALTER TABLE`` for all). ``concurrent_sessions``: how many sessions build at
-        once (PostgreSQL then gives each build no parallel workers of its own)."""
+        """Build saved indexes in this session.
+
+        PostgreSQL: one per call when run in parallel; MySQL: one ``ALTER TABLE`` for all.
+        ``concurrent_sessions``: how many sessions build at once (PostgreSQL then gives each build
+        no parallel workers of its own).
+        """
 
     def restore_comments(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:  # noqa: B027
-        """Put a rebuilt index's saved comments back; engines whose index DDL holds the comment
-        (MySQL's ``COMMENT '…'`` in the key definition) have nothing to do."""
+        """Put a rebuilt index's saved comments back.
+
+        Engines whose index DDL holds the comment (MySQL's ``COMMENT '…'`` in the key definition)
+        have nothing to do.
+        """
 
     @abc.abstractmethod
     def attach_constraint(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:
@@ -366,8 +393,10 @@ class ServerSettings(abc.ABC):
 
     @abc.abstractmethod
     def bulk_mode_lock(self, conn: Any) -> AbstractContextManager[None]:
-        """Serialise bulk-mode enter/exit on this server for the block (a session lock the server
-        drops if the session dies)."""
+        """Serialise bulk-mode enter/exit on this server for the block.
+
+        A session lock, which the server drops if the session dies.
+        """
 
     @abc.abstractmethod
     def bulk_mode_leases(self, conn: Any) -> list[tuple[str, str, float]]:

@@ -90,7 +90,8 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
 
     def primary_key(self, table: str) -> list[str]:
         """The table's primary key columns, also while a load has it stripped: then the key its
-        saved state recorded (staging and withdrawing must see the same key on a re-run)."""
+        saved state recorded (staging and withdrawing must see the same key on a re-run).
+        """
         with closing(self.get_conn()) as conn:
             dialect = self.dialect
             dialect.ensure_state_schema(conn)
@@ -214,7 +215,8 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
 
     def _stored_probe(self, conn: Any, ref: TableRef, probe: KeyProbe | None) -> KeyProbe | None:
         """The chunk's first and last key as the table stores them (a ``timestamp(0)`` key
-        rounds its input's fraction), so later probes find them; in the loading transaction."""
+        rounds its input's fraction), so later probes find them; in the loading transaction.
+        """
         if probe is None:
             return None
         first, last = self.dialect.stored_key_values(

@@ -93,9 +93,12 @@ class SelfManagedBulkModeBackend:
         return dialect_for(self.engine)
 
     def connect(self) -> Any:
-        """An autocommit connection: ALTER SYSTEM cannot run in a transaction, and each state
-        change must be durable before the next server change. PostgreSQL connects to the state
-        database itself (its schema ``bulkload`` and advisory locks are per database)."""
+        """An autocommit connection for bulk mode's state and the server's settings.
+
+        ALTER SYSTEM cannot run in a transaction, and each state change must be durable before the
+        next server change. PostgreSQL connects to the state database itself (its schema
+        ``bulkload`` and advisory locks are per database).
+        """
         if self.engine == "postgres":
             from airflow_bulkload.connections import postgres_hook
 
@@ -258,8 +261,10 @@ class BulkModeHook(BaseHook):
         return SelfManagedBulkModeBackend(self.conn_id, settings=self.settings, clock=self.clock)
 
     def enter(self, key: LeaseKey, ttl: timedelta | float = DEFAULT_LEASE_TTL) -> WaitSpec | None:
-        """Take ``key``'s lease and put the bulk values in place. Returns what to wait for (RDS),
-        or ``None`` when the values are already in effect."""
+        """Take ``key``'s lease and put the bulk values in place.
+
+        Returns what to wait for (RDS), or ``None`` when the values are already in effect.
+        """
         seconds = ttl_seconds(ttl)
         if self.is_rds:
             return self.rds.enter(key, seconds)

@@ -9,6 +9,9 @@ the next prepare, finalize or restore of the same load id completes:
 * finalize/restore: rebuild what the saved state has and the table lacks -> restore reloptions ->
   compare the catalog with the saved state -> (ANALYZE) -> mark done and release the claim in
   one transaction.
+
+The rebuild itself (indexes, constraints, comments, foreign keys) is
+:mod:`airflow_bulkload.hooks.table_rebuild`.
 """
 
 from __future__ import annotations
@@ -18,12 +21,10 @@ import re
 import socket
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from dataclasses import replace
 from typing import Any
 
-from airflow_bulkload.advice.plan import DEFAULT_PARALLELISM
 from airflow_bulkload.catalog import TableRef
 from airflow_bulkload.exceptions import (
     DuplicateKeyError,
@@ -33,6 +34,7 @@ from airflow_bulkload.exceptions import (
     TableStateError,
 )
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+from airflow_bulkload.hooks.table_rebuild import TableRebuildMixin
 from airflow_bulkload.table_state import (
     STATUS_DONE,
     STATUS_PREPARED,
@@ -40,13 +42,12 @@ from airflow_bulkload.table_state import (
     DropDecision,
     compare_snapshots,
     decide_drops,
-    parse_parallelism,
     plan_drops,
     plan_rebuild,
 )
 
 
-class TableStateHook(BulkLoadHook):
+class TableStateHook(TableRebuildMixin, BulkLoadHook):
     """Save / strip / rebuild a table's indexes, constraints and reloptions around a bulk load.
 
     Same connection parameters as :class:`BulkLoadHook`; the saved state and the per-table claim
@@ -57,8 +58,11 @@ class TableStateHook(BulkLoadHook):
 
     @contextmanager
     def _session(self) -> Iterator[Any]:
-        """A connection for DDL: autocommit where DDL is transactional (PostgreSQL: each statement
-        commits; state writes use explicit transactions); on MySQL DDL commits by itself."""
+        """A connection for DDL.
+
+        Autocommit where DDL is transactional (PostgreSQL: each statement commits; state writes use
+        explicit transactions); on MySQL DDL commits by itself.
+        """
         with closing(self.get_conn()) as conn:
             if self.dialect.traits.transactional_ddl:
                 self.dialect.set_autocommit(conn, True)
@@ -83,8 +87,9 @@ class TableStateHook(BulkLoadHook):
         claim_timeout: float = 0.0,
         claim_poll_interval: float = 5.0,
     ) -> dict[str, Any]:
-        """Claim the table, save its state, disable autovacuum and drop what the decision says
-        (``None`` knobs are "auto", see :func:`~airflow_bulkload.table_state.decide_drops`).
+        """Claim the table, save its state, disable autovacuum and drop what the decision says.
+
+        ``None`` knobs are "auto", see :func:`~airflow_bulkload.table_state.decide_drops`.
 
         A re-run for the same ``load_id`` whose state is not done continues from the saved state
         and decision; it never captures the (possibly stripped) table again.
@@ -173,10 +178,13 @@ class TableStateHook(BulkLoadHook):
     def claim(
         self, table: str, *, load_id: str, timeout: float = 0.0, poll_interval: float = 5.0
     ) -> dict[str, Any]:
-        """Take the table's claim for ``load_id`` (waiting up to ``timeout`` s while another load
-        holds it), without changing the table: the pipeline claims before it enters bulk mode,
-        so a load waiting for the table never holds the server in bulk mode meanwhile. Prepare
-        for the same load id then finds the claim its own; finalize or restore releases it."""
+        """Take the table's claim for ``load_id``, without changing the table.
+
+        It waits up to ``timeout`` s while another load holds it. The pipeline claims before it
+        enters bulk mode, so a load waiting for the table never holds the server in bulk mode
+        meanwhile. Prepare for the same load id then finds the claim its own; finalize or restore
+        releases it.
+        """
         with self._session() as conn:
             ref = self._ref(conn, table)
             holder = f"{load_id} (host {socket.gethostname()}, pid {os.getpid()})"
@@ -267,8 +275,10 @@ class TableStateHook(BulkLoadHook):
         parallelism: int | str = "auto",
         maintenance_work_mem: str = "1GB",
     ) -> dict[str, Any]:
-        """Put the table back exactly as saved when prepare changed it and finalize did not
-        complete; a no-op otherwise. Idempotent."""
+        """Put the table back as saved when prepare changed it and finalize did not complete.
+
+        Exactly as saved; a no-op otherwise. Idempotent.
+        """
         return self._put_back(
             table,
             load_id=load_id,
@@ -343,11 +353,12 @@ class TableStateHook(BulkLoadHook):
     def _take_back_load(
         self, conn: Any, ref: TableRef, state: dict[str, Any], error: TableStateError
     ) -> bool:
-        """Restore after the load's own rows broke a unique key or foreign key it had dropped:
-        when the table
-        was empty at prepare and holds exactly the rows loaded since (by the ledger), empty it
-        again, so the keys rebuild and the table is as it was before the run. Anything else
-        (rows from elsewhere) is left for a person: False."""
+        """Restore after the load's own rows broke a unique key or foreign key it had dropped.
+
+        When the table was empty at prepare and holds exactly the rows loaded since (by the ledger),
+        empty it again, so the keys rebuild and the table is as it was before the run. Anything else
+        (rows from elsewhere) is left for a person: False.
+        """
         dialect = self.dialect
         decision = DropDecision.from_dict(state["decision"])
         if not decision.table_empty or decision.ledger_rows_before is None:
@@ -375,128 +386,6 @@ class TableStateHook(BulkLoadHook):
         dialect.empty_table(conn, ref)
         return True
 
-    def _rebuild(
-        self,
-        conn: Any,
-        ref: TableRef,
-        saved: dict[str, Any],
-        load_id: str,
-        parallelism: int | str,
-        maintenance_work_mem: str,
-    ) -> dict[str, float]:
-        """Build what is missing: indexes (PostgreSQL: one session per index, up to
-        ``parallelism`` at once; MySQL: one ALTER TABLE), then PK/UNIQUE constraints on their
-        rebuilt indexes, then foreign keys. Returns seconds per object."""
-        dialect = self.dialect
-        plan = plan_rebuild(saved, dialect.table_snapshot(conn, ref))
-        seconds: dict[str, float] = {}
-        indexes = plan.create_indexes
-        if indexes and dialect.traits.parallel_index_builds:
-            workers = parse_parallelism(parallelism, len(indexes), DEFAULT_PARALLELISM)
-            self.log.info(
-                "%s: rebuilding %d index(es) in %d parallel session(s), maintenance_work_mem %s",
-                ref,
-                len(indexes),
-                workers,
-                maintenance_work_mem,
-            )
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                futures = [
-                    (
-                        ix,
-                        pool.submit(
-                            self._build_in_own_session, ref, ix, maintenance_work_mem, workers
-                        ),
-                    )
-                    for ix in indexes
-                ]
-                failures: list[tuple[dict[str, Any], BaseException]] = []
-                for ix, future in futures:
-                    error = future.exception()
-                    if error is None:
-                        seconds[f"index {ix['name']}"] = future.result()
-                        self.log.info(
-                            "%s: rebuilt index %s (%.2f s)", ref, ix["name"], future.result()
-                        )
-                    else:
-                        failures.append((ix, error))
-            if failures:
-                ix, first = failures[0]
-                for other_ix, other in failures[1:]:
-                    self.log.error("%s: index %s failed too: %s", ref, other_ix["name"], other)
-                error = self._build_error(conn, ref, ix, first, load_id)
-                if error is first:
-                    raise first
-                raise error from first
-        elif indexes:
-            started = time.monotonic()
-            try:
-                dialect.create_indexes(conn, ref, indexes, maintenance_work_mem)
-            except Exception as exc:
-                error = self._build_error(conn, ref, _failed_index(indexes, exc), exc, load_id)
-                if error is exc:
-                    raise
-                raise error from exc
-            took = time.monotonic() - started
-            names = [ix["name"] for ix in indexes]
-            for name in names:
-                seconds[f"index {name}"] = took
-            self.log.info("%s: rebuilt index(es) %s in one pass (%.2f s)", ref, names, took)
-        for ix in plan.attach_constraints:
-            started = time.monotonic()
-            dialect.attach_constraint(conn, ref, ix)
-            seconds[f"constraint {ix['constraint_name']}"] = time.monotonic() - started
-            self.log.info(
-                "%s: constraint %s attached to index %s (%.2f s)",
-                ref,
-                ix["constraint_name"],
-                ix["name"],
-                time.monotonic() - started,
-            )
-        rebuilt = {ix["name"] for ix in indexes} | {ix["name"] for ix in plan.attach_constraints}
-        for ix in saved["indexes"]:
-            if ix["name"] in rebuilt:
-                dialect.restore_comments(conn, ref, ix)
-        for fk in plan.add_foreign_keys:
-            started = time.monotonic()
-            dialect.add_foreign_key(conn, fk)
-            seconds[f"foreign key {fk['table']}.{fk['name']}"] = time.monotonic() - started
-            self.log.info(
-                "%s: foreign key %s on %s.%s re-added (%.2f s)",
-                ref,
-                fk["name"],
-                fk["schema"],
-                fk["table"],
-                time.monotonic() - started,
-            )
-        return seconds
-
-    def _build_in_own_session(
-        self, ref: TableRef, index: dict[str, Any], maintenance_work_mem: str, sessions: int
-    ) -> float:
-        started = time.monotonic()
-        with self._session() as conn:
-            self.dialect.create_indexes(
-                conn, ref, [index], maintenance_work_mem, concurrent_sessions=sessions
-            )
-        return time.monotonic() - started
-
-    def _build_error(
-        self, conn: Any, ref: TableRef, index: dict[str, Any], error: BaseException, load_id: str
-    ) -> BaseException:
-        if not isinstance(error, Exception):
-            return error
-        sample = self.dialect.duplicate_key_sample(conn, ref, index, error)
-        if sample is None:
-            return error
-        return DuplicateKeyError(
-            f"{ref}: unique index {index['name']} cannot be rebuilt: the loaded data has "
-            f"duplicate keys, e.g. {'; '.join(sample) or '(no sample)'}. The saved state of load "
-            f"{load_id} is kept: remove the duplicates, then run finalize (or restore) again.",
-            index=index["name"],
-            sample=sample,
-        )
-
     # -- checkpoint -----------------------------------------------------------------------------------
     def checkpoint(self, *, skip_without_privilege: bool = True) -> str:
         """PostgreSQL ``CHECKPOINT``; a logged no-op on MySQL.
@@ -518,22 +407,15 @@ class TableStateHook(BulkLoadHook):
         return done
 
 
-def _failed_index(indexes: list[dict[str, Any]], exc: Exception) -> dict[str, Any]:
-    """The index a combined MySQL ALTER failed on, from "Duplicate entry ... for key 'name'"."""
-    match = re.search(r"for key '(?:[^']*\.)?([^']*)'", str(exc))
-    if match:
-        for ix in indexes:
-            if ix["name"] == match.group(1):
-                return ix
-    return next((ix for ix in indexes if ix["is_unique"]), indexes[0])
-
-
 _SAMPLE_KEY = re.compile(r"^\((?P<columns>[^()]*)\)=\((?P<values>.*)\) x\d+$")
 
 
 def duplicate_key(sample: list[str]) -> dict[str, str]:
-    """The first duplicate key of a :class:`DuplicateKeyError` sample (``(a, b)=(1, x) x2``) as
-    column -> value text; empty when it cannot be read unambiguously."""
+    """The first duplicate key of a :class:`DuplicateKeyError` sample, as column -> value text.
+
+    A sample entry reads ``(a, b)=(1, x) x2``; the result is empty when none can be read
+    unambiguously.
+    """
     for entry in sample:
         match = _SAMPLE_KEY.match(entry)
         if not match:

@@ -126,7 +126,8 @@ class TableTruthMixin:
         self, conn: Any, ref: TableRef, entry: LedgerEntry, spec: ChunkSpec, reason: str | None
     ) -> int:
         """Drop a stale ledger entry, first taking out what is left of its rows (by key), so
-        the chunk's reload leaves each of its rows in the table once."""
+        the chunk's reload leaves each of its rows in the table once.
+        """
         dialect = self.dialect
         self.log.warning(
             "%s: the chunk ledger says load %s put %d rows into %s, but %s: the entry is stale; "
@@ -297,7 +298,8 @@ class TableTruthMixin:
     ) -> list[LedgerEntry]:
         """Chunks of this very input (same fingerprint) that this DAG loaded into the table
         under another data interval: a reload from the UI with a time of day reads the same
-        files, and replaces their rows too rather than loading them a second time."""
+        files, and replaces their rows too rather than loading them a second time.
+        """
         fingerprint = current_key.rstrip("/").rsplit("/", 1)[-1]
         table_key = load_key.rstrip("/").rsplit("/", 1)[0] + "/"
         return [
@@ -360,7 +362,8 @@ class TableTruthMixin:
         """The columns a withdraw of ``entries`` matches rows by: their probe key, else the
         table's primary key or a unique key over NOT NULL columns, when the chunks carry all its
         columns. ``[]`` when there is none (a surrogate key the input lacks, or no key): then
-        every column the chunks carry, and the delete must match the ledger's count exactly."""
+        every column the chunks carry, and the delete must match the ledger's count exactly.
+        """
         probes = {tuple(e.probe.columns) for e in entries if e.probe is not None}
         if len(probes) == 1:
             return list(next(iter(probes)))
@@ -470,7 +473,8 @@ class TableTruthMixin:
         self, conn: Any, ref: TableRef, current_key: str, load_key: str
     ) -> list[str]:
         """A keyless table has nothing to reject a second copy of the same input with: say so
-        when the same input (same fingerprint) was loaded by another DAG or date."""
+        when the same input (same fingerprint) was loaded by another DAG or date.
+        """
         if self._primary_key(conn, ref):
             return []
         fingerprint = current_key.rstrip("/").rsplit("/", 1)[-1]
@@ -504,7 +508,8 @@ class TableTruthMixin:
         exact: bool = True,
     ) -> ChunkResult:
         """Take one chunk back out. ``exact``: exactly the rows the ledger says it loaded;
-        otherwise (a reload asked for by the author) at most that many: what is left of them."""
+        otherwise (a reload asked for by the author) at most that many: what is left of them.
+        """
         started = time.monotonic()
         uri = f"s3://{bucket}/{entry.chunk_key}"
         manifest = read_manifest(s3, uri.rsplit("/", 1)[0] + "/" + MANIFEST_NAME)

@@ -145,8 +145,11 @@ class _BulkModeOperator(BaseOperator):
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        """Resume after the trigger: finish on ``ready``, reboot (if allowed) and defer again on
-        ``pending-reboot``, fail with the reason otherwise."""
+        """Resume after the trigger.
+
+        Finish on ``ready``, reboot (if allowed) and defer again on ``pending-reboot``, fail with
+        the reason otherwise.
+        """
         spec = WaitSpec.from_dict(event["spec"])
         status = event.get("status")
         hook = self.hook()
@@ -162,8 +165,10 @@ class _BulkModeOperator(BaseOperator):
 
 
 class EnterBulkModeOperator(_BulkModeOperator):
-    """Put the server in bulk mode for one table's load: take a lease, set the bulk values
-    (RDS parameter group or self-managed server settings) and wait until they are in effect.
+    """Put the server in bulk mode for one table's load.
+
+    Take a lease, set the bulk values (RDS parameter group or self-managed server settings) and wait
+    until they are in effect.
 
     Use it as a setup task, paired with :class:`ExitBulkModeOperator` as its teardown.
 
@@ -196,9 +201,10 @@ class EnterBulkModeOperator(_BulkModeOperator):
 
 
 class ExitBulkModeOperator(_BulkModeOperator):
-    """Release the lease taken by :class:`EnterBulkModeOperator`; when it was the last live lease,
-    put the original values back (RDS: recorded parameter values, or the original group after a
-    swap, deleting the bulk copy) and wait until they are in effect.
+    """Release the lease taken by :class:`EnterBulkModeOperator`; the last one restores the server.
+
+    When it was the last live lease, put the original values back (RDS: recorded parameter values,
+    or the original group after a swap, deleting the bulk copy) and wait until they are in effect.
 
     Safe as a teardown whatever happened before: when enter never ran, nothing is changed; when it
     failed half-way, what it changed is restored. Takes the same parameters as the enter operator,

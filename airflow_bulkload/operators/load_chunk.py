@@ -10,9 +10,9 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_bulkload.exceptions import ChunkConflictError, ChunkLoadError
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook, ChunkResult
+from airflow_bulkload.knobs import parse_optional_int
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
-from airflow_bulkload.table_state import parse_optional_int
 
 
 class LoadChunkOperator(BaseOperator):

@@ -36,9 +36,11 @@ def plan_xcom_key(knob: str) -> str:
 
 
 class PreflightCheckOperator(BaseOperator):
-    """Read the target table (and, when given, the staged input and the RDS instance) and report
-    what will make the load slow or risky, each finding with the measured effect it rests on, plus
-    a recommended plan (parallelism, drop indexes, sort, chunk size).
+    """Report what will make the load slow or risky, with a recommended plan.
+
+    Read the target table (and, when given, the staged input and the RDS instance); each finding
+    comes with the measured effect it rests on, and the plan says parallelism, drop indexes, sort
+    and chunk size.
 
     The report (``findings`` + ``plan``, see :class:`~airflow_bulkload.advice.PreflightReport`) is
     returned to XCom and logged as a table. Each knob of ``plan`` is also pushed under its own XCom

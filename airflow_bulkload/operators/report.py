@@ -127,8 +127,9 @@ def markdown_report(summary: Mapping[str, Any], chunk_results: Sequence[Mapping[
 
 
 class LoadReportOperator(BaseOperator):
-    """Collect a table load's per-chunk results and stage timings into one summary, after
-    checking the table holds what the summary claims.
+    """Collect a table load's per-chunk results and stage timings into one summary.
+
+    First it checks that the table holds what the summary claims.
 
     The summary goes to XCom (rows, bytes, chunks loaded/skipped, rows/s, seconds per stage,
     what was verified and how) and to the task log as markdown tables. With ``conn_id`` and

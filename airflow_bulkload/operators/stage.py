@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_bulkload.catalog import probe_key_of
+from airflow_bulkload.knobs import parse_flag
 from airflow_bulkload.operators.validation import validate_or_fail
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.planning import (
@@ -18,7 +19,6 @@ from airflow_bulkload.staging.planning import (
     run_segment,
 )
 from airflow_bulkload.staging.stager import Resources, StagingOptions, stage
-from airflow_bulkload.table_state import parse_flag
 
 MANIFEST_URI_XCOM_KEY = "manifest_uri"
 

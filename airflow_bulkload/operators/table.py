@@ -26,13 +26,13 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_bulkload.hooks.table_state import TableStateHook
-from airflow_bulkload.operators.validation import validate_or_fail
-from airflow_bulkload.table_state import (
+from airflow_bulkload.knobs import (
     default_load_id,
     parse_flag,
     parse_optional_int,
     parse_parallelism,
 )
+from airflow_bulkload.operators.validation import validate_or_fail
 
 
 class _TableOperator(BaseOperator):
@@ -299,10 +299,11 @@ class FinalizeTableOperator(_TableOperator):
 
 
 class RestoreTableOperator(_TableOperator):
-    """The teardown twin of :class:`PrepareTableOperator`: when the table's state is saved and not
-    done (a load failed, finalize never ran or failed), put it back exactly as saved (indexes,
-    constraints, foreign keys, reloptions) and release the claim; when nothing was changed or
-    finalize completed, do nothing. Idempotent: safe to run twice.
+    """The teardown twin of :class:`PrepareTableOperator`: put the table back as saved.
+
+    When the table's state is saved and not done (a load failed, finalize never ran or failed), put
+    it back exactly as saved (indexes, constraints, foreign keys, reloptions) and release the claim;
+    when nothing was changed or finalize completed, do nothing. Idempotent: safe to run twice.
 
     Rows loaded in between stay: committed chunks are kept, a failed chunk left nothing.
 
@@ -319,8 +320,9 @@ class RestoreTableOperator(_TableOperator):
 
 
 class CheckpointOperator(BaseOperator):
-    """PostgreSQL ``CHECKPOINT`` after the load (before bulk mode ends), so the next crash recovery
-    does not replay the load's WAL.
+    """PostgreSQL ``CHECKPOINT`` after the load (before bulk mode ends).
+
+    So the next crash recovery does not replay the load's WAL.
 
     Needs a superuser, or on PostgreSQL 15+ a member of ``pg_checkpoint``
     (``GRANT pg_checkpoint TO loader``); on RDS the master user (``rds_superuser``) may run it.

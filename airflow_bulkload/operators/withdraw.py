@@ -8,16 +8,17 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+from airflow_bulkload.knobs import parse_flag
 from airflow_bulkload.operators.validation import validate_or_fail
-from airflow_bulkload.table_state import parse_flag
 
 
 class WithdrawSupersededChunksOperator(BaseOperator):
-    """Before loading a staged input, make the chunk ledger agree with the table
-    (:meth:`~airflow_bulkload.hooks.BulkLoadHook.reconcile`): take back what an earlier attempt
-    of the same load committed from a staging that this one replaced, refuse a second input for
-    a date that was already loaded and verified (unless ``reload``), and drop ledger entries
-    whose rows are no longer in the table, so those chunks load again.
+    """Before loading a staged input, make the chunk ledger agree with the table.
+
+    With :meth:`~airflow_bulkload.hooks.BulkLoadHook.reconcile`: take back what an earlier attempt
+    of the same load committed from a staging that this one replaced, refuse a second input for a
+    date that was already loaded and verified (unless ``reload``), and drop ledger entries whose
+    rows are no longer in the table, so those chunks load again.
 
     When a run fails on a bad row, the chunks before it are committed. If the input is then
     corrected, staging writes a new manifest under a new fingerprint, whose chunks have new keys:

@@ -193,7 +193,8 @@ def records_with_key(
     seconds: float = DEFAULT_SEARCH_SECONDS,
 ) -> list[SourceLine]:
     """Where the input files hold records with the key ``key`` (column -> value as text): up to
-    ``limit`` places, in file order, for an error that names a key the input holds twice."""
+    ``limit`` places, in file order, for an error that names a key the input holds twice.
+    """
     csv.field_size_limit(max(csv.field_size_limit(), 64 * 1024 * 1024))
     deadline = time.monotonic() + seconds
     encoding = codecs.lookup(source_format.python_encoding).name

@@ -326,7 +326,8 @@ def _plan_direct(
     input_bytes: int,
 ) -> StageResult:
     """The direct path: chunk specs that point at the input objects; only the manifest is
-    written under ``prefix``."""
+    written under ``prefix``.
+    """
     started = time.monotonic()
     manifest_uri = prefix + MANIFEST_NAME
     chunks, columns = plan_direct(

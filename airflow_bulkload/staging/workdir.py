@@ -30,7 +30,8 @@ OWNER_FILE = "owner.json"
 def process_start_time(pid: int) -> str | None:
     """The kernel's start time of ``pid`` (``/proc/<pid>/stat`` field 22), ``None`` when there is
     no such process; ``""`` where ``/proc`` is not available but the process exists. With the
-    pid, it names a process uniquely: a reused pid has another start time."""
+    pid, it names a process uniquely: a reused pid has another start time.
+    """
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except FileNotFoundError:
@@ -91,7 +92,8 @@ def _safe(text: str) -> str:
 @contextmanager
 def staging_workdir(temp_root: Path, owner: str) -> Iterator[Path]:
     """A fresh working directory for one staging attempt, removed when the block ends; first
-    removes what killed attempts left under the same root."""
+    removes what killed attempts left under the same root.
+    """
     root = temp_root / WORK_ROOT_NAME
     root.mkdir(parents=True, exist_ok=True)
     remove_abandoned(root)

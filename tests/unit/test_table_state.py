@@ -14,15 +14,17 @@ from airflow_bulkload.catalog import (
     TableRef,
 )
 from airflow_bulkload.dialects.mysql.ddl import parse_foreign_key_lines
+from airflow_bulkload.knobs import (
+    default_load_id,
+    parse_flag,
+    parse_optional_int,
+    parse_parallelism,
+)
 from airflow_bulkload.table_state import (
     DropDecision,
     compare_snapshots,
     decide_drops,
-    default_load_id,
     normalise_ddl,
-    parse_flag,
-    parse_optional_int,
-    parse_parallelism,
     plan_drops,
     plan_rebuild,
     reloption_changes,

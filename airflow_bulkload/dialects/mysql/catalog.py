@@ -15,6 +15,7 @@ from airflow_bulkload.catalog import (
     ServerFacts,
     TableInfo,
     TableRef,
+    describe_duplicate_keys,
 )
 from airflow_bulkload.dialects.mysql.ddl import (
     foreign_key_sql,
@@ -22,7 +23,14 @@ from airflow_bulkload.dialects.mysql.ddl import (
     parse_key_lines,
 )
 from airflow_bulkload.dialects.mysql.quoting import quote_identifier, quote_table
-from airflow_bulkload.dialects.mysql.session import MySqlSession, _cursor, _dict_rows, _scalar
+from airflow_bulkload.dialects.mysql.session import (
+    MySqlSession,
+    _count,
+    _cursor,
+    _dict_rows,
+    _fetch_all,
+    _scalar,
+)
 from airflow_bulkload.exceptions import BulkLoadError, InvalidIdentifierError
 from airflow_bulkload.table_state import snapshot_from_info
 
@@ -216,8 +224,10 @@ class MySqlCatalog(MySqlSession):
         return result
 
     def _check_constraints(self, cur: Any, table: TableRef) -> list[ConstraintInfo]:
-        """Table CHECK constraints (MySQL 8.0.16+, MariaDB 10.2+; MariaDB also lists column
-        checks, which live in the column definition and are skipped here)."""
+        """Table CHECK constraints (MySQL 8.0.16+, MariaDB 10.2+).
+
+        MariaDB also lists column checks, which live in the column definition and are skipped here.
+        """
         try:
             rows = _dict_rows(
                 cur,
@@ -246,8 +256,11 @@ class MySqlCatalog(MySqlSession):
         ]
 
     def table_snapshot(self, conn: Any, table: TableRef) -> dict[str, Any]:
-        """:meth:`describe_table` as a saved state. InnoDB needs an index whose leading columns
-        are a foreign key's columns (on both tables of the key): those are marked ``needed_by_fk``."""
+        """:meth:`describe_table` as a saved state, marking the indexes foreign keys need.
+
+        InnoDB needs an index whose leading columns are a foreign key's columns (on both tables of
+        the key): those are marked ``needed_by_fk``.
+        """
         conn.commit()  # a fresh view of the data dictionary after DDL in this session
         info = self.describe_table(conn, table)
         with _cursor(conn) as cur:
@@ -290,7 +303,7 @@ class MySqlCatalog(MySqlSession):
         return not _scalar(conn, f"SELECT EXISTS (SELECT 1 FROM {quote_table(table)})")  # noqa: S608 (quoted)
 
     def count_rows(self, conn: Any, table: TableRef) -> int:
-        return int(_scalar(conn, f"SELECT COUNT(*) FROM {quote_table(table)}") or 0)  # noqa: S608 (quoted)
+        return _count(conn, f"SELECT COUNT(*) FROM {quote_table(table)}")  # noqa: S608 (quoted)
 
     def duplicate_key_sample(
         self, conn: Any, table: TableRef, index: dict[str, Any], exc: Exception, limit: int = 5
@@ -302,21 +315,20 @@ class MySqlCatalog(MySqlSession):
         columns = [c for c in index.get("columns") or [] if c]
         if columns:
             cols = ", ".join(quote_identifier(c, "column name") for c in columns)
-            with _cursor(conn) as cur:
-                cur.execute(
-                    f"SELECT {cols}, COUNT(*) FROM {quote_table(table)} "  # noqa: S608 (quoted)
-                    f"GROUP BY {cols} HAVING COUNT(*) > 1 LIMIT {int(limit)}"
-                )
-                rows = cur.fetchall()
+            rows = _fetch_all(
+                conn,
+                f"SELECT {cols}, COUNT(*) FROM {quote_table(table)} "  # noqa: S608 (quoted)
+                f"GROUP BY {cols} HAVING COUNT(*) > 1 LIMIT {int(limit)}",
+            )
             conn.commit()
-            sample += [
-                f"({', '.join(columns)})=({', '.join(map(str, r[:-1]))}) x{r[-1]}" for r in rows
-            ]
+            sample += describe_duplicate_keys(columns, rows)
         return sample
 
     def server_facts(self, conn: Any) -> ServerFacts:
-        """Version, ``local_infile``, doublewrite and, on Aurora MySQL, the role ``LOAD DATA FROM
-        S3`` uses (``None`` when the server has no such variables, i.e. is not Aurora)."""
+        """Version, ``local_infile``, doublewrite and Aurora's ``LOAD DATA FROM S3`` role.
+
+        The role is ``None`` when the server has no such variables, i.e. is not Aurora.
+        """
         placeholders = ", ".join(["%s"] * len(PREFLIGHT_VARIABLES))
         with _cursor(conn) as cur:
             cur.execute("SELECT VERSION()")

@@ -64,8 +64,10 @@ _FOREIGN_KEY_LINE_RE = re.compile(
 
 
 def parse_foreign_key_lines(create_sql: str) -> dict[str, str]:
-    """Constraint name -> its ``CONSTRAINT ... FOREIGN KEY ...`` line from ``SHOW CREATE TABLE``
-    (an unqualified referenced table is in the owner table's database, as MySQL reads it)."""
+    """Constraint name -> its ``CONSTRAINT ... FOREIGN KEY ...`` line from ``SHOW CREATE TABLE``.
+
+    An unqualified referenced table is in the owner table's database, as MySQL reads it.
+    """
     lines: dict[str, str] = {}
     for raw in create_sql.splitlines()[1:]:
         m = _FOREIGN_KEY_LINE_RE.match(raw)

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_bulkload.catalog import (
-    KeyProbe,
     LedgerEntry,
     LoadRecord,
     TableRef,
     check_unchanged,
     check_withdrawn,
+    key_params,
 )
 from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.staging.manifest import ChunkSpec
@@ -27,7 +27,13 @@ if TYPE_CHECKING:
 
 from airflow_bulkload.dialects.mysql.load import MySqlLoader
 from airflow_bulkload.dialects.mysql.quoting import quote_identifier, quote_table
-from airflow_bulkload.dialects.mysql.session import _cursor, _scalar
+from airflow_bulkload.dialects.mysql.session import (
+    _cursor,
+    _execute,
+    _fetch_all,
+    _fetch_one,
+    _scalar,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,22 +43,12 @@ _LEDGER_COLUMNS = (
 )
 
 
-def _ledger_entry(row: Sequence[Any]) -> LedgerEntry:
-    return LedgerEntry(
-        table=row[0],
-        chunk_key=row[1],
-        checksum=str(row[2]),
-        rows=int(row[3]),
-        bytes=int(row[4]),
-        load_id=row[5],
-        probe=KeyProbe.from_json(row[6]),
-        generation=None if row[7] is None else str(row[7]),
-    )
-
-
 def innodb_table_name(table: TableRef) -> str:
-    """``db/table`` as InnoDB's dictionary names it: letters, digits and ``_`` as they are, any
-    other character as ``@`` and its code point in four hex digits (MySQL's filename encoding)."""
+    """``db/table`` as InnoDB's dictionary names it (MySQL's filename encoding).
+
+    Letters, digits and ``_`` stay as they are, any other character becomes ``@`` and its code point
+    in four hex digits.
+    """
 
     def encode(name: str) -> str:
         return "".join(
@@ -63,8 +59,11 @@ def innodb_table_name(table: TableRef) -> str:
 
 
 def _row_bytes(alias: str | None, columns: Sequence[str]) -> str:
-    """The row's values as one byte string, NULL-safe and exact (each value quoted, NULL as the
-    bare word), compared byte for byte whatever the columns' collations."""
+    """The row's values as one byte string, NULL-safe and exact.
+
+    Each value is quoted and NULL is the bare word, so rows compare byte for byte whatever the
+    columns' collations.
+    """
     prefix = f"{alias}." if alias else ""
     return (
         "CONCAT_WS(',', "
@@ -111,68 +110,68 @@ class MySqlLedger(MySqlLoader):
                 f"over {self.chunk_lock_timeout} s (lock {lock}); try again later"
             )
         self._session(conn).locks.append(lock)
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
-                f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
-                "WHERE `chunk_id` = %s ORDER BY `loaded_at` LIMIT 1",
-                (chunk_id(table_name, chunk.key),),
-            )
-            row = cur.fetchone()
-        return _ledger_entry(row) if row is not None else None
+        row = _fetch_one(
+            conn,
+            f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
+            f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
+            "WHERE `chunk_id` = %s ORDER BY `loaded_at` LIMIT 1",
+            (chunk_id(table_name, chunk.key),),
+        )
+        return LedgerEntry.from_row(row) if row is not None else None
 
     def record_chunk(self, conn: Any, entry: LedgerEntry) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"INSERT INTO {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
-                "(`chunk_id`, `checksum`, `table_name`, `chunk_key`, `row_count`, `byte_count`, "
-                "`load_id`, `probe`, `generation`) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (
-                    chunk_id(entry.table, entry.chunk_key),
-                    entry.checksum,
-                    entry.table,
-                    entry.chunk_key,
-                    entry.rows,
-                    entry.bytes,
-                    entry.load_id,
-                    entry.probe.to_json() if entry.probe else None,
-                    entry.generation,
-                ),
-            )
+        _execute(
+            conn,
+            f"INSERT INTO {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+            "(`chunk_id`, `checksum`, `table_name`, `chunk_key`, `row_count`, `byte_count`, "
+            "`load_id`, `probe`, `generation`) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                chunk_id(entry.table, entry.chunk_key),
+                entry.checksum,
+                entry.table,
+                entry.chunk_key,
+                entry.rows,
+                entry.bytes,
+                entry.load_id,
+                entry.probe.to_json() if entry.probe else None,
+                entry.generation,
+            ),
+        )
 
     def ledger_entries(self, conn: Any, table: TableRef, key_prefix: str) -> list[LedgerEntry]:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
-                f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
-                "WHERE `table_name` = %s AND LEFT(`chunk_key`, CHAR_LENGTH(%s)) = %s "
-                "ORDER BY `chunk_key`, `loaded_at`",
-                (str(table), key_prefix, key_prefix),
-            )
-            rows = cur.fetchall()
+        rows = _fetch_all(
+            conn,
+            f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
+            f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
+            "WHERE `table_name` = %s AND LEFT(`chunk_key`, CHAR_LENGTH(%s)) = %s "
+            "ORDER BY `chunk_key`, `loaded_at`",
+            (str(table), key_prefix, key_prefix),
+        )
         conn.commit()  # end the read's snapshot
-        return [_ledger_entry(r) for r in rows]
+        return [LedgerEntry.from_row(r) for r in rows]
 
     def forget_chunk(self, conn: Any, entry: LedgerEntry) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"DELETE FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
-                "WHERE `chunk_id` = %s AND `checksum` = %s",
-                (chunk_id(entry.table, entry.chunk_key), entry.checksum),
-            )
+        _execute(
+            conn,
+            f"DELETE FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+            "WHERE `chunk_id` = %s AND `checksum` = %s",
+            (chunk_id(entry.table, entry.chunk_key), entry.checksum),
+        )
 
     def set_chunk_generation(self, conn: Any, entry: LedgerEntry, generation: str) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"UPDATE {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
-                "SET `generation` = %s WHERE `chunk_id` = %s AND `checksum` = %s",
-                (generation, chunk_id(entry.table, entry.chunk_key), entry.checksum),
-            )
+        _execute(
+            conn,
+            f"UPDATE {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
+            "SET `generation` = %s WHERE `chunk_id` = %s AND `checksum` = %s",
+            (generation, chunk_id(entry.table, entry.chunk_key), entry.checksum),
+        )
 
     def table_generation(self, conn: Any, table: TableRef) -> str | None:
-        """InnoDB's table id: a new one on DROP/CREATE, TRUNCATE and any rebuild (OPTIMIZE
-        TABLE, ALTER ... FORCE); MariaDB's ``INNODB_SYS_TABLES``, MySQL 8's ``INNODB_TABLES``.
-        ``None`` without the PROCESS privilege those views need."""
+        """InnoDB's table id; ``None`` without the PROCESS privilege its views need.
+
+        A new id on DROP/CREATE, TRUNCATE and any rebuild (OPTIMIZE TABLE, ALTER ... FORCE), read
+        from MariaDB's ``INNODB_SYS_TABLES`` or MySQL 8's ``INNODB_TABLES``.
+        """
         name = innodb_table_name(table)
         for view in ("INNODB_SYS_TABLES", "INNODB_TABLES"):
             try:
@@ -194,21 +193,18 @@ class MySqlLedger(MySqlLoader):
             return []
         match = " AND ".join(f"{quote_identifier(c, 'column')} = %s" for c in columns)
         probe = f"EXISTS (SELECT 1 FROM {quote_table(table)} WHERE {match})"  # noqa: S608 (quoted)
-        with _cursor(conn) as cur:
-            cur.execute(
-                "SELECT " + ", ".join([probe] * len(keys)),
-                [None if v is None else str(v) for key in keys for v in key],
-            )
-            row = cur.fetchone()
+        row = _fetch_one(conn, "SELECT " + ", ".join([probe] * len(keys)), key_params(keys))
         return [bool(v) for v in (row or [])]
 
     def stored_key_values(
         self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
     ) -> list[list[Any]]:
-        """Each key inserted into a temporary table typed like the key columns (the conversion
-        a load applies: a ``DATETIME`` drops its fraction) and read back as text. Temporary
+        """Each key inserted into a temporary table typed like the key columns, read back.
+
+        That is the conversion a load applies (a ``DATETIME`` drops its fraction). Temporary
         tables do not end the transaction. Where the server refuses one (no CREATE TEMPORARY
-        TABLES privilege, GTID consistency), the keys are kept as given, as before."""
+        TABLES privilege, GTID consistency), the keys are kept as given, as before.
+        """
         import MySQLdb
 
         if not keys:
@@ -261,42 +257,39 @@ class MySqlLedger(MySqlLoader):
     def read_load_record(
         self, conn: Any, table: TableRef, staging_prefix: str
     ) -> LoadRecord | None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                "SELECT `load_id`, `empty_before`, `verified` "  # noqa: S608 (quoted)
-                f"FROM {self._state_table(conn, 'bulkload_loads')} WHERE `load_key` = %s",
-                (chunk_id(str(table), staging_prefix),),
-            )
-            row = cur.fetchone()
-        if row is None:
-            return None
-        return LoadRecord(str(table), staging_prefix, row[0], bool(row[1]), bool(row[2]))
+        row = _fetch_one(
+            conn,
+            "SELECT `load_id`, `empty_before`, `verified` "  # noqa: S608 (quoted)
+            f"FROM {self._state_table(conn, 'bulkload_loads')} WHERE `load_key` = %s",
+            (chunk_id(str(table), staging_prefix),),
+        )
+        return None if row is None else LoadRecord.from_row(table, staging_prefix, row)
 
     def write_load_record(self, conn: Any, record: LoadRecord) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"INSERT INTO {self._state_table(conn, 'bulkload_loads')} "  # noqa: S608 (quoted)
-                "(`load_key`, `table_name`, `staging_prefix`, `load_id`, `empty_before`, "
-                "`verified`) VALUES (%s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
-                "`load_id` = VALUES(`load_id`), `empty_before` = VALUES(`empty_before`), "
-                "`verified` = VALUES(`verified`), `updated_at` = CURRENT_TIMESTAMP(6)",
-                (
-                    chunk_id(record.table, record.staging_prefix),
-                    record.table,
-                    record.staging_prefix,
-                    record.load_id,
-                    int(record.empty_before),
-                    int(record.verified),
-                ),
-            )
+        _execute(
+            conn,
+            f"INSERT INTO {self._state_table(conn, 'bulkload_loads')} "  # noqa: S608 (quoted)
+            "(`load_key`, `table_name`, `staging_prefix`, `load_id`, `empty_before`, "
+            "`verified`) VALUES (%s, %s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
+            "`load_id` = VALUES(`load_id`), `empty_before` = VALUES(`empty_before`), "
+            "`verified` = VALUES(`verified`), `updated_at` = CURRENT_TIMESTAMP(6)",
+            (
+                chunk_id(record.table, record.staging_prefix),
+                record.table,
+                record.staging_prefix,
+                record.load_id,
+                int(record.empty_before),
+                int(record.verified),
+            ),
+        )
 
     def delete_load_records(self, conn: Any, table: TableRef, prefix: str) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"DELETE FROM {self._state_table(conn, 'bulkload_loads')} "  # noqa: S608 (quoted)
-                "WHERE `table_name` = %s AND LEFT(`staging_prefix`, CHAR_LENGTH(%s)) = %s",
-                (str(table), prefix, prefix),
-            )
+        _execute(
+            conn,
+            f"DELETE FROM {self._state_table(conn, 'bulkload_loads')} "  # noqa: S608 (quoted)
+            "WHERE `table_name` = %s AND LEFT(`staging_prefix`, CHAR_LENGTH(%s)) = %s",
+            (str(table), prefix, prefix),
+        )
 
     def withdraw_chunk(
         self,
@@ -309,15 +302,18 @@ class MySqlLedger(MySqlLoader):
         *,
         exact: bool = True,
     ) -> int:
-        """LOAD the chunk into a scratch table beside the target, delete the rows whose key
-        matches and the ledger entry in one transaction under the chunk's lock, then drop the
-        scratch table. MySQL's DDL commits, so the scratch table is a regular table made and
-        dropped outside that transaction (a killed run's leftover is replaced next time).
+        """LOAD the chunk into a scratch table, then delete the rows whose key matches.
+
+        The scratch table sits beside the target. The delete and the ledger entry's go in one
+        transaction under the chunk's lock; then the scratch table is dropped. MySQL's DDL
+        commits, so the scratch table is a regular table made and dropped outside that
+        transaction (a killed run's leftover is replaced next time).
 
         A row whose other columns differ from the chunk's (changed since it loaded) refuses the
         withdraw. Without ``key_columns``, a row matches on every column the chunk carries,
         NULL-safely and byte for byte, and the count must be exact; the scratch table then
-        indexes a CRC32 of each row, so each target row costs one index lookup."""
+        indexes a CRC32 of each row, so each target row costs one index lookup.
+        """
         name = "bulkload_withdraw_" + chunk_id(entry.table, entry.chunk_key).hex()[:16]
         scratch = TableRef(name=name, schema=table.schema)
         columns = chunk.columns or [column for column, _ in self.load_columns(conn, table)]
@@ -373,6 +369,5 @@ class MySqlLedger(MySqlLoader):
                 check_withdrawn(entry, chunk.uri, table, deleted, exact=exact or not key_columns)
                 self.forget_chunk(conn, entry)
         finally:
-            with _cursor(conn) as cur:
-                cur.execute(f"DROP TABLE IF EXISTS {quote_table(scratch)}")
+            _execute(conn, f"DROP TABLE IF EXISTS {quote_table(scratch)}")
         return deleted

@@ -46,7 +46,14 @@ if TYPE_CHECKING:
 
 from airflow_bulkload.dialects.mysql.errors import _driver_error, warnings_error
 from airflow_bulkload.dialects.mysql.load_sql import aurora_load_sql, local_infile_sql
-from airflow_bulkload.dialects.mysql.session import MySqlSession, _cursor, _scalar
+from airflow_bulkload.dialects.mysql.session import (
+    MySqlSession,
+    _count,
+    _cursor,
+    _execute,
+    _fetch_all,
+    _scalar,
+)
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +84,11 @@ class MySqlLoader(MySqlSession):
         _scalar(conn, "SELECT RELEASE_LOCK(%s)", (load_slot_name(str(table), slot),))
 
     def tune_load_session(self, conn: Any) -> None:
-        """``unique_checks = 0``, ``foreign_key_checks = 0``, strict ``sql_mode`` for this
-        session until the transaction ends (the originals are saved and put back then).
-        The load itself turns unique checks back on for tables with a secondary UNIQUE index."""
+        """``unique_checks = 0``, ``foreign_key_checks = 0``, strict ``sql_mode``, for this session.
+
+        They hold until the transaction ends (the originals are saved and put back then). The load
+        itself turns unique checks back on for tables with a secondary UNIQUE index.
+        """
         state = self._session(conn)
         with _cursor(conn) as cur:
             if state.saved_settings is None:
@@ -94,9 +103,12 @@ class MySqlLoader(MySqlSession):
             )
 
     def _keep_unique_checks_if_needed(self, conn: Any, table: TableRef) -> None:
-        """Checks that guard the rows stay on: unique checks for a secondary UNIQUE index, and
-        foreign key checks for a table with foreign keys (with them off, a row whose parent does
-        not exist would commit, and nothing re-checks it: InnoDB never validates existing rows)."""
+        """Keep the checks that guard the rows on.
+
+        Unique checks for a secondary UNIQUE index, and foreign key checks for a table with foreign
+        keys (with them off, a row whose parent does not exist would commit, and nothing re-checks
+        it: InnoDB never validates existing rows).
+        """
         with _cursor(conn) as cur:
             if self.has_secondary_unique_index(conn, table):
                 cur.execute("SET SESSION unique_checks = 1")
@@ -104,36 +116,27 @@ class MySqlLoader(MySqlSession):
                 cur.execute("SET SESSION foreign_key_checks = 1")
 
     def has_foreign_keys(self, conn: Any, table: TableRef) -> bool:
-        return (
-            _scalar(
-                conn,
-                "SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS "
-                "WHERE CONSTRAINT_SCHEMA = %s AND TABLE_NAME = %s",
-                (table.schema, table.name),
-            )
-            or 0
-        ) > 0
+        sql = (
+            "SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS "
+            "WHERE CONSTRAINT_SCHEMA = %s AND TABLE_NAME = %s"
+        )
+        return _count(conn, sql, (table.schema, table.name)) > 0
 
     def has_secondary_unique_index(self, conn: Any, table: TableRef) -> bool:
-        return (
-            _scalar(
-                conn,
-                "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
-                "AND TABLE_NAME = %s AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY'",
-                (table.schema, table.name),
-            )
-            or 0
-        ) > 0
+        sql = (
+            "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
+            "AND TABLE_NAME = %s AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY'"
+        )
+        return _count(conn, sql, (table.schema, table.name)) > 0
 
     def load_columns(self, conn: Any, table: TableRef) -> list[tuple[str, str]]:
         """(name, type) of the columns a load writes by default: all but generated ones."""
-        with _cursor(conn) as cur:
-            cur.execute(
-                "SELECT COLUMN_NAME, COLUMN_TYPE, EXTRA FROM information_schema.COLUMNS "
-                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
-                (table.schema, table.name),
-            )
-            rows = cur.fetchall()
+        rows = _fetch_all(
+            conn,
+            "SELECT COLUMN_NAME, COLUMN_TYPE, EXTRA FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+            (table.schema, table.name),
+        )
         if not rows:
             raise BulkLoadError(f"table {table} does not exist or has no columns")
         return [(str(n), str(t)) for n, t, extra in rows if "GENERATED" not in str(extra).upper()]
@@ -166,8 +169,7 @@ class MySqlLoader(MySqlSession):
             load_error: Exception | None = None
             rows = 0
             try:
-                with _cursor(conn) as cur:
-                    rows = int(cur.execute(sql))
+                rows = _execute(conn, sql)
             except Exception as exc:
                 load_error = exc
             writer.finish()
@@ -223,8 +225,7 @@ class MySqlLoader(MySqlSession):
         self._keep_unique_checks_if_needed(conn, table)
         sql = aurora_load_sql("FILE", chunk.uri, table, columns, chunk.format, region=region)
         try:
-            with _cursor(conn) as cur:
-                rows = int(cur.execute(sql))
+            rows = _execute(conn, sql)
         except Exception as exc:
             raise _driver_error(chunk.uri, exc, chunk.format) from exc
         self._raise_on_warnings(conn, chunk.uri, chunk.format, column_types)

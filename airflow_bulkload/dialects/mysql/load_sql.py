@@ -33,9 +33,9 @@ class LoadColumns:
 
 
 def load_columns_sql(columns: Sequence[str], fmt: FileFormat) -> LoadColumns:
-    """Column list (and SET clause when NULL markers need mapping) for ``columns`` in file order.
+    r"""Column list (and SET clause when NULL markers need mapping) for ``columns`` in file order.
 
-    MySQL reads ``\\N`` as NULL when ``ESCAPED BY '\\'``; any other NULL marker (the csv default is
+    MySQL reads ``\N`` as NULL when ``ESCAPED BY '\'``; any other NULL marker (the csv default is
     the empty field) is read into a user variable and mapped with ``NULLIF``. MySQL silently sets
     a *missing* user variable to NULL (no "too few fields" warning as for real columns), so the
     last variable is guarded: if it is NULL the row was short, and the guard raises a warning whose
@@ -95,8 +95,10 @@ def format_clauses_sql(fmt: FileFormat) -> str:
 
 
 def load_data_sql(head: str, table: TableRef, columns: Sequence[str], fmt: FileFormat) -> str:
-    """A complete ``LOAD DATA`` statement after ``head`` (``LOAD DATA LOCAL INFILE '...'`` or
-    ``LOAD DATA FROM S3 FILE '...'``)."""
+    """A complete ``LOAD DATA`` statement after ``head``.
+
+    ``head`` is ``LOAD DATA LOCAL INFILE '...'`` or ``LOAD DATA FROM S3 FILE '...'``.
+    """
     cols = load_columns_sql(columns, fmt)
     sql = f"{head} INTO TABLE {quote_table(table)} {format_clauses_sql(fmt)} {cols.column_list}"
     return f"{sql} {cols.set_clause}" if cols.set_clause else sql
@@ -113,8 +115,11 @@ AuroraSource = Literal["FILE", "PREFIX", "MANIFEST"]
 
 
 def aurora_s3_uri(uri: str, region: str | None = None) -> str:
-    """``s3://bucket/key`` in Aurora's form, ``s3-<region>://bucket/key`` when the region is given
-    (Aurora then reads a bucket in another region too)."""
+    """``s3://bucket/key`` in Aurora's form.
+
+    ``s3-<region>://bucket/key`` when the region is given (Aurora then reads a bucket in another
+    region too).
+    """
     bucket, key = parse_s3_uri(uri)
     if region:
         if not re.fullmatch(r"[a-z]{2}(-[a-z0-9]+)+-\d+", region):

@@ -74,9 +74,9 @@ def string_literal(value: str, what: str = "value") -> str:
 
 
 def bytes_literal(value: str, encoding: str = "utf-8") -> str:
-    """A literal for ``FIELDS TERMINATED BY`` / ``ENCLOSED BY`` / ``ESCAPED BY`` / ``NULLIF``.
+    r"""A literal for ``FIELDS TERMINATED BY`` / ``ENCLOSED BY`` / ``ESCAPED BY`` / ``NULLIF``.
 
-    Plain ``'x'`` when every character is printable ASCII other than ``'`` and ``\\`` (readable,
+    Plain ``'x'`` when every character is printable ASCII other than ``'`` and ``\`` (readable,
     the same in every sql_mode), else a hex literal ``X'09'`` of the bytes in the file's encoding,
     which no sql_mode or character can turn into anything else.
     """

@@ -91,9 +91,12 @@ class MySqlSession(Dialect):
 
     @contextmanager
     def transaction(self, conn: Any) -> Iterator[None]:
-        """Commit on success, roll back on any exception; then restore the session settings
-        :meth:`tune_load_session` changed and release the chunk locks :meth:`claim_chunk` took
-        (after the commit, so a waiting loader sees the committed ledger row)."""
+        """Commit on success, roll back on any exception; then undo the session's changes.
+
+        That is, restore the session settings :meth:`tune_load_session` changed and release the
+        chunk locks :meth:`claim_chunk` took (after the commit, so a waiting loader sees the
+        committed ledger row).
+        """
         try:
             yield
         except BaseException:
@@ -146,9 +149,11 @@ class MySqlSession(Dialect):
         return f"{quote_identifier(self.state_database_name(conn), 'state database')}.`{name}`"
 
     def ensure_state_schema(self, conn: Any) -> None:
-        """Create the missing ``bulkload_*`` tables. Existing ones are only looked up (an
-        information_schema read takes no metadata lock), so a busy ledger never blocks this.
-        ``CREATE ... IF NOT EXISTS`` makes concurrent first use safe. Commits (DDL does)."""
+        """Create the missing ``bulkload_*`` tables; commits (DDL does).
+
+        Existing ones are only looked up (an information_schema read takes no metadata lock), so a
+        busy ledger never blocks this. ``CREATE ... IF NOT EXISTS`` makes concurrent first use safe.
+        """
         database = self.state_database_name(conn)
         quoted = quote_identifier(database, "state database")
         with _cursor(conn) as cur:
@@ -195,11 +200,34 @@ def _cursor(conn: Any) -> Iterator[Any]:
         cur.close()
 
 
-def _scalar(conn: Any, sql: str, params: Sequence[Any] | None = None) -> Any:
+def _execute(conn: Any, sql: str, params: Sequence[Any] | None = None) -> int:
+    """Run one statement on a cursor of its own; the number of rows it affected."""
+    with _cursor(conn) as cur:
+        return int(cur.execute(sql, params))
+
+
+def _fetch_one(conn: Any, sql: str, params: Sequence[Any] | None = None) -> Any:
+    """The first row of one query (``None`` when it returns none)."""
     with _cursor(conn) as cur:
         cur.execute(sql, params)
-        row = cur.fetchone()
+        return cur.fetchone()
+
+
+def _fetch_all(conn: Any, sql: str, params: Sequence[Any] | None = None) -> list[Any]:
+    """Every row of one query."""
+    with _cursor(conn) as cur:
+        cur.execute(sql, params)
+        return list(cur.fetchall())
+
+
+def _scalar(conn: Any, sql: str, params: Sequence[Any] | None = None) -> Any:
+    row = _fetch_one(conn, sql, params)
     return None if row is None else row[0]
+
+
+def _count(conn: Any, sql: str, params: Sequence[Any] | None = None) -> int:
+    """A ``COUNT(*)`` query's count (0 when it returns no row or NULL)."""
+    return int(_scalar(conn, sql, params) or 0)
 
 
 def _dict_rows(cur: Any, sql: str, params: Sequence[Any]) -> list[dict[str, Any]]:

@@ -12,7 +12,13 @@ from typing import Any
 
 from airflow_bulkload.catalog import SavedSetting
 from airflow_bulkload.dialects.mysql.quoting import quote_identifier
-from airflow_bulkload.dialects.mysql.session import MySqlSession, _cursor, _scalar
+from airflow_bulkload.dialects.mysql.session import (
+    MySqlSession,
+    _cursor,
+    _execute,
+    _fetch_all,
+    _scalar,
+)
 from airflow_bulkload.exceptions import BulkModeRefusedError, BulkModeStateError
 
 #: GET_LOCK name serialising bulk-mode enter/exit on a server
@@ -53,21 +59,21 @@ class MySqlSettings(MySqlSession):
             _scalar(conn, "SELECT RELEASE_LOCK(%s)", (BULK_MODE_LOCK,))
 
     def bulk_mode_leases(self, conn: Any) -> list[tuple[str, str, float]]:
-        with _cursor(conn) as cur:
-            cur.execute(
-                "SELECT `token`, `holder`, `expires_at` "  # noqa: S608 (quoted)
-                f"FROM {self._state_table(conn, 'bulkload_bulk_mode_leases')}"
-            )
-            return [(str(r[0]), str(r[1]), float(r[2])) for r in cur.fetchall()]
+        rows = _fetch_all(
+            conn,
+            "SELECT `token`, `holder`, `expires_at` "  # noqa: S608 (quoted)
+            f"FROM {self._state_table(conn, 'bulkload_bulk_mode_leases')}",
+        )
+        return [(str(r[0]), str(r[1]), float(r[2])) for r in rows]
 
     def put_bulk_mode_lease(self, conn: Any, token: str, holder: str, expires_at: float) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"INSERT INTO {self._state_table(conn, 'bulkload_bulk_mode_leases')} "  # noqa: S608 (quoted)
-                "(`token`, `holder`, `expires_at`) VALUES (%s, %s, %s) "
-                "ON DUPLICATE KEY UPDATE `expires_at` = VALUES(`expires_at`)",
-                (token, holder[:512], expires_at),
-            )
+        _execute(
+            conn,
+            f"INSERT INTO {self._state_table(conn, 'bulkload_bulk_mode_leases')} "  # noqa: S608 (quoted)
+            "(`token`, `holder`, `expires_at`) VALUES (%s, %s, %s) "
+            "ON DUPLICATE KEY UPDATE `expires_at` = VALUES(`expires_at`)",
+            (token, holder[:512], expires_at),
+        )
 
     def delete_bulk_mode_leases(self, conn: Any, tokens: list[str]) -> None:
         with _cursor(conn) as cur:
@@ -79,29 +85,27 @@ class MySqlSettings(MySqlSession):
                 )
 
     def saved_server_settings(self, conn: Any) -> list[SavedSetting]:
-        with _cursor(conn) as cur:
-            cur.execute(
-                "SELECT `name`, `original`, `position` "  # noqa: S608 (quoted)
-                f"FROM {self._state_table(conn, 'bulkload_bulk_mode_settings')} "
-                "ORDER BY `position`"
-            )
-            return [
-                SavedSetting(str(r[0]), None if r[1] is None else str(r[1]), int(r[2]))
-                for r in cur.fetchall()
-            ]
+        rows = _fetch_all(
+            conn,
+            "SELECT `name`, `original`, `position` "  # noqa: S608 (quoted)
+            f"FROM {self._state_table(conn, 'bulkload_bulk_mode_settings')} "
+            "ORDER BY `position`",
+        )
+        return [
+            SavedSetting(str(r[0]), None if r[1] is None else str(r[1]), int(r[2])) for r in rows
+        ]
 
     def save_server_setting(self, conn: Any, name: str, position: int) -> None:
         original = self.show_server_setting(conn, name)
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"INSERT IGNORE INTO {self._state_table(conn, 'bulkload_bulk_mode_settings')} "  # noqa: S608 (quoted)
-                "(`name`, `original`, `position`) VALUES (%s, %s, %s)",
-                (name, original, position),
-            )
+        _execute(
+            conn,
+            f"INSERT IGNORE INTO {self._state_table(conn, 'bulkload_bulk_mode_settings')} "  # noqa: S608 (quoted)
+            "(`name`, `original`, `position`) VALUES (%s, %s, %s)",
+            (name, original, position),
+        )
 
     def forget_saved_server_settings(self, conn: Any) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(f"DELETE FROM {self._state_table(conn, 'bulkload_bulk_mode_settings')}")  # noqa: S608 (quoted)
+        _execute(conn, f"DELETE FROM {self._state_table(conn, 'bulkload_bulk_mode_settings')}")  # noqa: S608 (quoted)
 
     def check_server_setting(self, conn: Any, name: str) -> None:
         import MySQLdb

@@ -13,7 +13,12 @@ from typing import Any
 
 from airflow_bulkload.catalog import TableRef
 from airflow_bulkload.dialects.mysql.quoting import quote_identifier, quote_table
-from airflow_bulkload.dialects.mysql.session import MySqlSession, _cursor
+from airflow_bulkload.dialects.mysql.session import (
+    MySqlSession,
+    _cursor,
+    _execute,
+    _fetch_one,
+)
 from airflow_bulkload.exceptions import BulkLoadError, BulkModeRefusedError
 
 
@@ -23,57 +28,55 @@ class MySqlTablePrep(MySqlSession):
     def claim_table(self, conn: Any, table: TableRef, load_id: str, holder: str) -> str | None:
         claims = self._state_table(conn, "bulkload_table_claims")
         table_id = hashlib.sha256(str(table).encode("utf-8")).digest()
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"INSERT INTO {claims} (`table_id`, `table_name`, `load_id`, `holder`) "  # noqa: S608 (quoted)
-                "VALUES (%s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
-                "`holder` = IF(`load_id` = VALUES(`load_id`), VALUES(`holder`), `holder`), "
-                "`claimed_at` = IF(`load_id` = VALUES(`load_id`), CURRENT_TIMESTAMP(6), "
-                "`claimed_at`)",
-                (table_id, str(table), load_id, holder[:512]),
-            )
-            cur.execute(
-                f"SELECT `load_id`, `holder`, `claimed_at` FROM {claims} "  # noqa: S608 (quoted)
-                "WHERE `table_id` = %s",
-                (table_id,),
-            )
-            row = cur.fetchone()
+        _execute(
+            conn,
+            f"INSERT INTO {claims} (`table_id`, `table_name`, `load_id`, `holder`) "  # noqa: S608 (quoted)
+            "VALUES (%s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
+            "`holder` = IF(`load_id` = VALUES(`load_id`), VALUES(`holder`), `holder`), "
+            "`claimed_at` = IF(`load_id` = VALUES(`load_id`), CURRENT_TIMESTAMP(6), "
+            "`claimed_at`)",
+            (table_id, str(table), load_id, holder[:512]),
+        )
+        row = _fetch_one(
+            conn,
+            f"SELECT `load_id`, `holder`, `claimed_at` FROM {claims} "  # noqa: S608 (quoted)
+            "WHERE `table_id` = %s",
+            (table_id,),
+        )
         if row is None or row[0] == load_id:
             return None
         return f"load {row[0]} ({row[1]}, since {row[2]:%Y-%m-%d %H:%M:%S})"
 
     def release_table_claim(self, conn: Any, table: TableRef, load_id: str) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"DELETE FROM {self._state_table(conn, 'bulkload_table_claims')} "  # noqa: S608 (quoted)
-                "WHERE `table_id` = %s AND `load_id` = %s",
-                (hashlib.sha256(str(table).encode("utf-8")).digest(), load_id),
-            )
+        _execute(
+            conn,
+            f"DELETE FROM {self._state_table(conn, 'bulkload_table_claims')} "  # noqa: S608 (quoted)
+            "WHERE `table_id` = %s AND `load_id` = %s",
+            (hashlib.sha256(str(table).encode("utf-8")).digest(), load_id),
+        )
 
     @staticmethod
     def _state_id(table: TableRef, load_id: str) -> bytes:
         return hashlib.sha256(f"{table}\0{load_id}".encode()).digest()
 
     def unfinished_table_saved_state(self, conn: Any, table: TableRef) -> dict[str, Any] | None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                "SELECT `saved` "  # noqa: S608 (quoted)
-                f"FROM {self._state_table(conn, 'bulkload_table_state')} "
-                "WHERE `table_name` = %s AND `status` <> 'done' ORDER BY `updated_at` DESC LIMIT 1",
-                (str(table),),
-            )
-            row = cur.fetchone()
+        row = _fetch_one(
+            conn,
+            "SELECT `saved` "  # noqa: S608 (quoted)
+            f"FROM {self._state_table(conn, 'bulkload_table_state')} "
+            "WHERE `table_name` = %s AND `status` <> 'done' ORDER BY `updated_at` DESC LIMIT 1",
+            (str(table),),
+        )
         conn.commit()  # end the read's snapshot
         return None if row is None else dict(json.loads(row[0]))
 
     def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> dict[str, Any] | None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                "SELECT `status`, `saved`, `dropped`, `decision` "  # noqa: S608 (quoted)
-                f"FROM {self._state_table(conn, 'bulkload_table_state')} WHERE `state_id` = %s",
-                (self._state_id(table, load_id),),
-            )
-            row = cur.fetchone()
+        row = _fetch_one(
+            conn,
+            "SELECT `status`, `saved`, `dropped`, `decision` "  # noqa: S608 (quoted)
+            f"FROM {self._state_table(conn, 'bulkload_table_state')} WHERE `state_id` = %s",
+            (self._state_id(table, load_id),),
+        )
         if row is None:
             return None
         return {
@@ -94,36 +97,36 @@ class MySqlTablePrep(MySqlSession):
         dropped: list[str],
         decision: dict[str, Any],
     ) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"REPLACE INTO {self._state_table(conn, 'bulkload_table_state')} "  # noqa: S608 (quoted)
-                "(`state_id`, `table_name`, `load_id`, `status`, `saved`, `dropped`, `decision`) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                (
-                    self._state_id(table, load_id),
-                    str(table),
-                    load_id,
-                    status,
-                    json.dumps(saved),
-                    json.dumps(dropped),
-                    json.dumps(decision),
-                ),
-            )
+        _execute(
+            conn,
+            f"REPLACE INTO {self._state_table(conn, 'bulkload_table_state')} "  # noqa: S608 (quoted)
+            "(`state_id`, `table_name`, `load_id`, `status`, `saved`, `dropped`, `decision`) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            (
+                self._state_id(table, load_id),
+                str(table),
+                load_id,
+                status,
+                json.dumps(saved),
+                json.dumps(dropped),
+                json.dumps(decision),
+            ),
+        )
 
     def set_table_state_status(
         self, conn: Any, table: TableRef, load_id: str, status: str, dropped: list[str] | None
     ) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"UPDATE {self._state_table(conn, 'bulkload_table_state')} "  # noqa: S608 (quoted)
-                "SET `status` = %s, `dropped` = COALESCE(%s, `dropped`), "
-                "`updated_at` = CURRENT_TIMESTAMP(6) WHERE `state_id` = %s",
-                (
-                    status,
-                    None if dropped is None else json.dumps(dropped),
-                    self._state_id(table, load_id),
-                ),
-            )
+        _execute(
+            conn,
+            f"UPDATE {self._state_table(conn, 'bulkload_table_state')} "  # noqa: S608 (quoted)
+            "SET `status` = %s, `dropped` = COALESCE(%s, `dropped`), "
+            "`updated_at` = CURRENT_TIMESTAMP(6) WHERE `state_id` = %s",
+            (
+                status,
+                None if dropped is None else json.dumps(dropped),
+                self._state_id(table, load_id),
+            ),
+        )
 
     def disable_autovacuum(self, conn: Any, table: TableRef) -> None:
         """InnoDB has no autovacuum (purge runs regardless): nothing to do."""
@@ -137,19 +140,19 @@ class MySqlTablePrep(MySqlSession):
             raise BulkModeRefusedError(
                 f"{table}: the primary key is InnoDB's clustered index; it is never dropped"
             )
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"ALTER TABLE {quote_table(table)} "
-                f"DROP INDEX {quote_identifier(index['name'], 'index name')}"
-            )
+        _execute(
+            conn,
+            f"ALTER TABLE {quote_table(table)} "
+            f"DROP INDEX {quote_identifier(index['name'], 'index name')}",
+        )
 
     def drop_foreign_key(self, conn: Any, fk: dict[str, Any]) -> None:
         owner = TableRef(name=fk["table"], schema=fk["schema"])
-        with _cursor(conn) as cur:
-            cur.execute(
-                f"ALTER TABLE {quote_table(owner)} "
-                f"DROP FOREIGN KEY {quote_identifier(fk['name'], 'constraint name')}"
-            )
+        _execute(
+            conn,
+            f"ALTER TABLE {quote_table(owner)} "
+            f"DROP FOREIGN KEY {quote_identifier(fk['name'], 'constraint name')}",
+        )
 
     def create_indexes(
         self,
@@ -160,11 +163,13 @@ class MySqlTablePrep(MySqlSession):
         *,
         concurrent_sessions: int = 1,
     ) -> None:
-        """One ``ALTER TABLE ... ADD KEY ..., ADD KEY ...`` for all (InnoDB reads and sorts the
-        table once), FULLTEXT/SPATIAL keys one statement each (InnoDB builds those alone).
-        The key lines are the server's own ``SHOW CREATE TABLE`` text, replayed as captured.
-        ``maintenance_work_mem`` has no MySQL counterpart settable per session
-        (``innodb_sort_buffer_size`` is read-only); it is ignored."""
+        """One ``ALTER TABLE ... ADD KEY ..., ADD KEY ...`` for all; FULLTEXT/SPATIAL keys one each.
+
+        InnoDB reads and sorts the table once for the combined statement, and builds
+        FULLTEXT/SPATIAL keys alone. The key lines are the server's own ``SHOW CREATE TABLE`` text,
+        replayed as captured. ``maintenance_work_mem`` has no MySQL counterpart settable per session
+        (``innodb_sort_buffer_size`` is read-only); it is ignored.
+        """
         prefix = f"ALTER TABLE {quote_table(table)} ADD "
         lines: list[str] = []
         alone: list[str] = []
@@ -186,8 +191,11 @@ class MySqlTablePrep(MySqlSession):
         """MySQL unique keys and the primary key are indexes themselves: nothing to attach."""
 
     def add_foreign_key(self, conn: Any, fk: dict[str, Any]) -> None:
-        """Re-added with ``foreign_key_checks = 0`` for the statement, as the load ran: InnoDB then
-        adds it in place without a table copy, and without re-checking existing rows."""
+        """Re-add the foreign key with ``foreign_key_checks = 0``, as the load ran.
+
+        The setting holds for the statement alone. InnoDB then adds it in place without a table
+        copy, and without re-checking existing rows.
+        """
         with _cursor(conn) as cur:
             cur.execute("SELECT @@SESSION.foreign_key_checks")
             checks = int(cur.fetchone()[0])
@@ -204,10 +212,12 @@ class MySqlTablePrep(MySqlSession):
         conn.commit()
 
     def checkpoint(self, conn: Any) -> str:
-        """A documented no-op: InnoDB checkpoints continuously (fuzzy checkpointing) and has no
-        statement that forces a full one; the redo log keeps committed loads durable."""
+        """A documented no-op: InnoDB has no statement that forces a full checkpoint.
+
+        InnoDB checkpoints continuously (fuzzy checkpointing); the redo log keeps committed loads
+        durable.
+        """
         return "no-op: InnoDB checkpoints continuously and has no CHECKPOINT statement"
 
     def empty_table(self, conn: Any, table: TableRef) -> None:
-        with _cursor(conn) as cur:
-            cur.execute(f"TRUNCATE TABLE {quote_table(table)}")
+        _execute(conn, f"TRUNCATE TABLE {quote_table(table)}")

@@ -20,6 +20,7 @@ from airflow_bulkload.catalog import (
     ServerFacts,
     TableInfo,
     TableRef,
+    describe_duplicate_keys,
 )
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
 from airflow_bulkload.exceptions import TableNotFoundError
@@ -256,14 +257,15 @@ class PostgresCatalog(PostgresSession):
                     n=sql.Literal(limit),
                 )
             ).fetchall()
-            sample += [
-                f"({', '.join(columns)})=({', '.join(map(str, r[:-1]))}) x{r[-1]}" for r in rows
-            ]
+            sample += describe_duplicate_keys(columns, rows)
         return sample
 
     def server_facts(self, conn: Any) -> ServerFacts:
-        """Version and whether ``aws_s3.table_import_from_s3`` (the ``rds_s3`` method's function)
-        is callable here, and whether the ``aws_s3`` extension could be installed."""
+        """Version, and whether the ``aws_s3`` extension is installed here or could be.
+
+        Installed means ``aws_s3.table_import_from_s3`` (the ``rds_s3`` method's function) is
+        callable.
+        """
         with self._read(conn) as cur:
             cur.execute(
                 "SELECT pg_catalog.current_setting('server_version'),"

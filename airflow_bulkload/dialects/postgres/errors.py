@@ -39,8 +39,11 @@ def parse_copy_context(context: str | None) -> tuple[int | None, str | None]:
 
 
 def chunk_error(source: str, exc: psycopg.Error) -> ChunkLoadError | None:
-    """Turn a psycopg error raised by a load into a :class:`ChunkLoadError`, or ``None`` when it
-    is not about the input (a missing table, a lost connection: those propagate as they are)."""
+    """Turn a psycopg error raised by a load into a :class:`ChunkLoadError`.
+
+    ``None`` when it is not about the input (a missing table, a lost connection: those propagate as
+    they are).
+    """
     diag = exc.diag
     line, column = parse_copy_context(diag.context)
     if line is None and not isinstance(exc, _BAD_INPUT_ERRORS):

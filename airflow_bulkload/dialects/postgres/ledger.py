@@ -13,12 +13,12 @@ from typing import Any
 from psycopg import sql
 
 from airflow_bulkload.catalog import (
-    KeyProbe,
     LedgerEntry,
     LoadRecord,
     TableRef,
     check_unchanged,
     check_withdrawn,
+    key_params,
 )
 from airflow_bulkload.dialects.postgres.migrations import _S
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
@@ -30,25 +30,11 @@ _LEDGER_COLUMNS = sql.SQL(
 )
 
 
-def _ledger_entry(row: Sequence[Any]) -> LedgerEntry:
-    probe = row[6]
-    return LedgerEntry(
-        table=row[0],
-        chunk_key=row[1],
-        checksum=row[2],
-        rows=int(row[3]),
-        bytes=int(row[4]),
-        load_id=row[5],
-        probe=KeyProbe(list(probe["columns"]), list(probe["first"]), list(probe["last"]))
-        if probe
-        else None,
-        generation=row[7],
-    )
-
-
 def _row_text(alias: str, columns: Sequence[str]) -> sql.Composed:
-    """The row's values as one text, NULL-safe and for every type (``json`` has no ``=``):
-    equal exactly when each value's text is; byte-wise (``"C"``), so a hash join can use it."""
+    """The row's values as one text, NULL-safe and for every type (``json`` has no ``=``).
+
+    Equal exactly when each value's text is; byte-wise (``"C"``), so a hash join can use it.
+    """
     return sql.SQL('ROW({})::text COLLATE "C"').format(
         sql.SQL(", ").join(
             sql.SQL("{}.{}").format(sql.Identifier(alias), sql.Identifier(c)) for c in columns
@@ -86,7 +72,7 @@ class PostgresLedger(PostgresSession):
                 (table_name, chunk.key, chunk.checksum),
             )
             row = cur.fetchone()
-        return _ledger_entry(row) if row is not None else None
+        return LedgerEntry.from_row(row) if row is not None else None
 
     def record_chunk(self, conn: Any, entry: LedgerEntry) -> None:
         conn.execute(
@@ -117,7 +103,7 @@ class PostgresLedger(PostgresSession):
                 (str(table), key_prefix, key_prefix),
             )
             rows = cur.fetchall()
-        return [_ledger_entry(r) for r in rows]
+        return [LedgerEntry.from_row(r) for r in rows]
 
     def forget_chunk(self, conn: Any, entry: LedgerEntry) -> None:
         conn.execute(
@@ -162,7 +148,7 @@ class PostgresLedger(PostgresSession):
         with self._read(conn) as cur:
             cur.execute(
                 sql.SQL("SELECT {}").format(sql.SQL(", ").join([probe] * len(keys))),
-                [None if v is None else str(v) for key in keys for v in key],
+                key_params(keys),
             )
             row = cur.fetchone()
         return [bool(v) for v in (row or [])]
@@ -170,8 +156,10 @@ class PostgresLedger(PostgresSession):
     def stored_key_values(
         self, conn: Any, table: TableRef, columns: list[str], keys: list[list[Any]]
     ) -> list[list[Any]]:
-        """Each value cast to its column's type with its typmod (``format_type``), as COPY's
-        input conversion does, and read back as text."""
+        """Each value cast to its column's type with its typmod, read back as text.
+
+        The type comes from ``format_type``, so the cast converts as COPY's input conversion does.
+        """
         if not keys:
             return []
         with self._read(conn) as cur:
@@ -218,9 +206,7 @@ class PostgresLedger(PostgresSession):
                 (str(table), staging_prefix),
             )
             row = cur.fetchone()
-        if row is None:
-            return None
-        return LoadRecord(str(table), staging_prefix, row[0], bool(row[1]), bool(row[2]))
+        return None if row is None else LoadRecord.from_row(table, staging_prefix, row)
 
     def write_load_record(self, conn: Any, record: LoadRecord) -> None:
         conn.execute(
@@ -259,13 +245,15 @@ class PostgresLedger(PostgresSession):
         *,
         exact: bool = True,
     ) -> int:
-        """COPY the chunk into a temporary table (dropped at commit), delete the rows whose key
-        matches, and the ledger entry; under the chunk's claim, so no loader races it. A delete
-        that does not match the ledger's row count, or that would take a row whose other
-        columns differ from the chunk's (changed since it loaded), rolls back (see the
-        interface). Without ``key_columns``, a row matches on every column the chunk carries,
-        NULL-safely (as ``ROW(...)::text``, which a hash join can use), and the count must be
-        exact."""
+        """COPY the chunk into a temporary table, then delete the rows whose key matches.
+
+        The temporary table is dropped at commit. The delete and the ledger entry's run under the
+        chunk's claim, so no loader races it. A delete that does not match the ledger's row count,
+        or that would take a row whose other columns differ from the chunk's (changed since it
+        loaded), rolls back (see the interface). Without ``key_columns``, a row matches on every
+        column the chunk carries, NULL-safely (as ``ROW(...)::text``, which a hash join can use),
+        and the count must be exact.
+        """
         info = self.describe_table(conn, table)
         generated = set(info.extra.get("generated_columns", []))
         columns = chunk.columns or [c.name for c in info.columns if c.name not in generated]

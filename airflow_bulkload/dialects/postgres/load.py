@@ -129,8 +129,11 @@ class PostgresLoader(PostgresSession):
             )
 
     def tune_load_session(self, conn: Any) -> None:
-        """Don't wait for the WAL flush at commit: a crash can lose the last commits, and with
-        them their ledger rows, so a re-run loads those chunks again — never twice."""
+        """Don't wait for the WAL flush at commit.
+
+        A crash can lose the last commits, and with them their ledger rows, so a re-run loads those
+        chunks again — never twice.
+        """
         conn.execute("SET LOCAL synchronous_commit = off")
 
     def load_stream(

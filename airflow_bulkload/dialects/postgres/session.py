@@ -51,8 +51,11 @@ class PostgresSession(Dialect):
         conn.autocommit = on
 
     def qualified_name(self, conn: Any, table: TableRef) -> TableRef:
-        """Fill in the schema the way the server resolves the name: the schema of the table the
-        search path finds, else ``current_schema()`` (where a new table would go)."""
+        """Fill in the schema the way the server resolves the name.
+
+        The schema of the table the search path finds, else ``current_schema()`` (where a new table
+        would go).
+        """
         if table.schema is not None:
             return table
         with self._read(conn) as cur:
@@ -120,8 +123,10 @@ class PostgresSession(Dialect):
             return int(row[0]) if row and row[0] is not None else 0
 
     def ensure_state_schema(self, conn: Any) -> None:
-        """Create/upgrade schema ``bulkload``; concurrent first users wait on an advisory lock
-        and then find the work done. Commits its own work."""
+        """Create/upgrade schema ``bulkload``; commits its own work.
+
+        Concurrent first users wait on an advisory lock and then find the work done.
+        """
         latest = MIGRATIONS[-1][0]
         if self.state_schema_version(conn) >= latest:
             return

@@ -109,8 +109,10 @@ class PostgresSettings(PostgresSession):
             self.set_server_setting(conn, saved.name, saved.original)
 
     def apply_server_settings(self, conn: Any) -> None:
-        """Reload and wait until this session has re-read the configuration (the reload is
-        asynchronous; ``pg_conf_load_time()`` moves once the session has)."""
+        """Reload and wait until this session has re-read the configuration.
+
+        The reload is asynchronous; ``pg_conf_load_time()`` moves once the session has.
+        """
         before = conn.execute("SELECT pg_catalog.pg_conf_load_time()").fetchone()[0]
         conn.execute("SELECT pg_catalog.pg_reload_conf()")
         for _ in range(100):

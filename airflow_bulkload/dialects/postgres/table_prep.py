@@ -114,8 +114,11 @@ class PostgresTablePrep(PostgresSession):
         )
 
     def disable_autovacuum(self, conn: Any, table: TableRef) -> None:
-        """Autovacuum off for the table; for a partitioned table (which has no storage and
-        refuses the option), for each of its leaf partitions."""
+        """Autovacuum off for the table.
+
+        For a partitioned table (which has no storage and refuses the option), for each of its leaf
+        partitions.
+        """
         for target in self._storage_tables(conn, table):
             conn.execute(
                 sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = false)").format(
@@ -130,8 +133,10 @@ class PostgresTablePrep(PostgresSession):
         return [TableRef(name=name, schema=schema) for schema, name, _ in partitions]
 
     def restore_reloptions(self, conn: Any, table: TableRef, saved: dict[str, Any]) -> list[str]:
-        """Put the table's storage options back as saved (and its TOAST table's, and for a
-        partitioned table each leaf partition's that still exists)."""
+        """Put the table's storage options back as saved.
+
+        Its TOAST table's too, and for a partitioned table each leaf partition's that still exists.
+        """
         current = self.table_snapshot(conn, table)
         changes: list[str] = []
         now_leaves = current.get("partition_reloptions") or {}
@@ -213,11 +218,14 @@ class PostgresTablePrep(PostgresSession):
         *,
         concurrent_sessions: int = 1,
     ) -> None:
-        """Each saved ``pg_get_indexdef`` text (catalog output, schema-qualified) as captured,
-        with ``maintenance_work_mem`` raised for this session. When several sessions build at
-        once, each builds without parallel workers: the sessions already keep the cores busy,
-        and workers on top only oversubscribe them (measured on 2 cores, 5 M rows, 3 indexes:
-        3 sessions with workers 6.3 s, without 4.4 s; one session with workers 4.9 s)."""
+        """Run each saved ``pg_get_indexdef`` text as captured, ``maintenance_work_mem`` raised.
+
+        The texts are catalog output, schema-qualified; the setting holds for this session. When
+        several sessions build at once, each builds without parallel workers: the sessions already
+        keep the cores busy, and workers on top only oversubscribe them (measured on 2 cores,
+        5 M rows, 3 indexes: 3 sessions with workers 6.3 s, without 4.4 s; one session with
+        workers 4.9 s).
+        """
         conn.execute(
             "SELECT pg_catalog.set_config('maintenance_work_mem', %s, false)",
             (maintenance_work_mem,),
@@ -248,8 +256,10 @@ class PostgresTablePrep(PostgresSession):
             )
 
     def attach_constraint(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:
-        """``ADD CONSTRAINT ... PRIMARY KEY/UNIQUE USING INDEX``: no second build, and no lock that
-        blocks other sessions' index builds for the length of a build."""
+        """``ADD CONSTRAINT ... PRIMARY KEY/UNIQUE USING INDEX``: no second build.
+
+        Nor a lock that blocks other sessions' index builds for the length of a build.
+        """
         kind = sql.SQL("PRIMARY KEY" if index["is_primary"] else "UNIQUE")
         definition = (index.get("constraint_definition") or "").upper()
         deferral = sql.SQL("")
@@ -268,8 +278,11 @@ class PostgresTablePrep(PostgresSession):
         )
 
     def add_foreign_key(self, conn: Any, fk: dict[str, Any]) -> None:
-        """``ADD CONSTRAINT ... NOT VALID`` (brief lock), then ``VALIDATE CONSTRAINT`` (checks the
-        rows under a lock that lets writes through). A foreign key saved as NOT VALID stays so."""
+        """``ADD CONSTRAINT ... NOT VALID`` (brief lock), then ``VALIDATE CONSTRAINT``.
+
+        The validation checks the rows under a lock that lets writes through. A foreign key saved as
+        NOT VALID stays so.
+        """
         owner = sql.Identifier(fk["schema"], fk["table"])
         name = sql.Identifier(fk["name"])
         definition = normalise_ddl(fk["definition"])
@@ -299,8 +312,10 @@ class PostgresTablePrep(PostgresSession):
         conn.execute(sql.SQL("ANALYZE {}").format(table_identifier(table)))
 
     def checkpoint(self, conn: Any) -> str:
-        """``CHECKPOINT`` needs superuser, or the ``pg_checkpoint`` role on PostgreSQL 15+ (on RDS
-        the master user has ``rds_superuser``, which may run it)."""
+        """``CHECKPOINT``: needs superuser, or the ``pg_checkpoint`` role on PostgreSQL 15+.
+
+        On RDS the master user has ``rds_superuser``, which may run it.
+        """
         try:
             conn.execute("CHECKPOINT")
         except pg_errors.InsufficientPrivilege as exc:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_bulkload.table_state import parse_flag
+from airflow_bulkload.knobs import parse_flag
 
 
 @pytest.mark.parametrize(

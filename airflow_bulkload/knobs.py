@@ -1,0 +1,71 @@
+"""Operator arguments as templates render them: flags, optional integers, parallelism.
+
+A templated field (a Jinja template, a DAG Param given in the UI, an XCom) is known only when the
+task runs, often as text; these helpers turn it into the value the code needs and refuse anything
+else with a ``ValueError``. :func:`default_load_id` is the load id an operator uses when none is
+given.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_bulkload.bulk_mode.policy import LeaseKey
+
+AUTO = "auto"
+_TRUE = "true"
+_FALSE = "false"
+
+
+def parse_flag(value: bool | str | None, name: str) -> bool | None:
+    """Parse a flag: ``True``/``False``/``"auto"`` -> ``True``/``False``/``None`` (auto).
+
+    Strings count case-insensitively, as a Jinja template renders them. ``None`` means auto too.
+    Anything else is refused.
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == AUTO:
+            return None
+        if text == _TRUE:
+            return True
+        if text == _FALSE:
+            return False
+    raise ValueError(f"{name} must be True, False or 'auto' (any case), got {value!r}")
+
+
+def parse_optional_int(value: int | str | None, name: str) -> int | None:
+    """An int, or ``None`` for ``None``/``""``/``"None"`` (a template that rendered nothing)."""
+    if value is None or isinstance(value, bool):
+        return None if value is None else int(value)
+    if isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if text in ("", "None", "none", "null"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {value!r}") from None
+
+
+def parse_parallelism(value: int | str, builds: int, default: int) -> int:
+    """``"auto"`` -> ``min(builds, default)``; else a positive int (capped at ``builds``)."""
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        wanted = default
+    else:
+        parsed = parse_optional_int(value, "parallelism")
+        if parsed is None or parsed < 1:
+            raise ValueError(f"parallelism must be 'auto' or a positive integer, got {value!r}")
+        wanted = parsed
+    return max(1, min(wanted, max(builds, 1)))
+
+
+def default_load_id(dag_id: str, table: str, when: Any) -> str:
+    """``dag_id/table/logical date`` (run id when there is no logical date).
+
+    The same key as the bulk-mode lease, stable across a re-run of the same DAG run.
+    """
+    return LeaseKey.of(dag_id, table, when).describe()
