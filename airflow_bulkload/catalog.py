@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_bulkload.exceptions import InvalidIdentifierError
@@ -412,3 +412,24 @@ MYSQL_TRAITS = EngineTraits(
     server_side_methods=("aurora_s3",),
 )
 ENGINE_TRAITS = {traits.engine: traits for traits in (POSTGRES_TRAITS, MYSQL_TRAITS)}
+
+
+@dataclass(frozen=True)
+class ChunkResult:
+    """What one chunk load did; small enough for XCom."""
+
+    uri: str
+    rows: int
+    bytes: int
+    seconds: float
+    skipped: bool
+    method: str
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["rows_per_second"] = round(self.rows_per_second, 1)
+        return data

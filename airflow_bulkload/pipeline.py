@@ -54,8 +54,9 @@ BULK_MODES = (AUTO, "off")
 
 
 def reload_param() -> Param:
-    """The ``reload`` DAG Param the example DAGs expose, for ``reload="{{ params.reload }}"``:
-    off by default; "Trigger DAG w/ config" or a backfill turns it on to replace a date's rows.
+    """The ``reload`` DAG Param the example DAGs expose, for ``reload="{{ params.reload }}"``.
+
+    Off by default; "Trigger DAG w/ config" or a backfill turns it on to replace a date's rows.
     """
     return Param(
         False,

@@ -67,9 +67,10 @@ class ChunkStream:
         self._stored = stored
 
     def verify(self, checksum: str) -> None:
-        """Read what the consumer left unread, then compare the stored bytes' sha256 with
-        ``checksum``; raises :class:`ChunkLoadError` on a mismatch. A checksum that is not a
-        sha256 (an ETag of input loaded as is) is not checked here.
+        """Read what the consumer left unread, then compare the stored bytes' sha256.
+
+        Raises :class:`ChunkLoadError` when it is not ``checksum``. A checksum that is not a
+        sha256 (a direct chunk's ETag) is not checked here: its reads are pinned to the ETag.
         """
         if self._stored is None or not _SHA256_HEX.match(checksum):
             return

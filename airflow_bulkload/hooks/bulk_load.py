@@ -13,6 +13,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from airflow_bulkload.catalog import (
+    ChunkResult,
     KeyProbe,
     LedgerEntry,
     ServerFacts,
@@ -25,7 +26,8 @@ from airflow_bulkload.exceptions import (
     ChunkLoadError,
     RowCountMismatchError,
 )
-from airflow_bulkload.hooks.table_truth import ChunkResult, TableTruthMixin
+from airflow_bulkload.hooks.load_verification import LoadVerificationMixin
+from airflow_bulkload.hooks.table_truth import TableTruthMixin
 from airflow_bulkload.s3io import (
     s3_client,
     s3_error_code,
@@ -50,7 +52,7 @@ def probe_of(spec: ChunkSpec) -> KeyProbe | None:
     return None
 
 
-class BulkLoadHook(TableTruthMixin, BaseHook):
+class BulkLoadHook(TableTruthMixin, LoadVerificationMixin, BaseHook):
     """Loads staged chunks into a table exactly once, through the engine's fastest path.
 
     :param conn_id: an Airflow connection of type ``postgres`` or ``mysql``; the dialect follows it.
@@ -89,8 +91,10 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
             return self.dialect.describe_table(conn, ref)
 
     def primary_key(self, table: str) -> list[str]:
-        """The table's primary key columns, also while a load has it stripped: then the key its
-        saved state recorded (staging and withdrawing must see the same key on a re-run).
+        """The table's primary key columns, also while a load has it stripped.
+
+        Then the key its saved state recorded (staging and withdrawing must see the same key on a
+        re-run).
         """
         with closing(self.get_conn()) as conn:
             dialect = self.dialect
@@ -120,8 +124,10 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
         max_concurrent_loads: int | None = None,
         slot_wait_timeout: float = 6 * 3600,
     ) -> ChunkResult:
-        """Load one chunk in one transaction: claim it in the ledger, skip it if already committed,
-        load, check the row count against the manifest, record it, commit.
+        """Load one chunk in one transaction.
+
+        Claim it in the ledger, skip it if already committed, load, check the row count against the
+        manifest, record it, commit.
 
         A retry after a commit is a no-op; a failure leaves nothing of the chunk behind.
         With ``max_concurrent_loads``, the load first waits for one of that many per-table load
@@ -214,8 +220,9 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
         return result
 
     def _stored_probe(self, conn: Any, ref: TableRef, probe: KeyProbe | None) -> KeyProbe | None:
-        """The chunk's first and last key as the table stores them (a ``timestamp(0)`` key
-        rounds its input's fraction), so later probes find them; in the loading transaction.
+        """The chunk's first and last key as the table stores them, in the loading transaction.
+
+        A ``timestamp(0)`` key rounds its input's fraction: stored as such, later probes find it.
         """
         if probe is None:
             return None
@@ -297,8 +304,9 @@ class BulkLoadHook(TableTruthMixin, BaseHook):
         columns: list[str] | None,
         fmt: FileFormat,
     ) -> tuple[int, int, KeyProbe | None]:
-        """Load the chunk in the open transaction (its ledger claim held); rows, bytes and the
-        key probe its ledger entry keeps.
+        """Load the chunk in the open transaction (its ledger claim held).
+
+        Rows, bytes and the key probe its ledger entry keeps.
 
         The stored bytes are checked against the manifest's sha256 before the caller commits,
         so a chunk rewritten in S3 after staging never loads; a direct chunk's object is read

@@ -1,5 +1,7 @@
-"""The table is the truth: the ledger's entries are checked against the table before a skip,
-superseded inputs are taken back out, and the report's claims are verified in the table.
+"""The table is the truth.
+
+The ledger's entries are checked against the table before a skip, superseded inputs are taken back
+out, and the report's claims are verified in the table.
 
 :class:`TableTruthMixin` is the part of :class:`~airflow_bulkload.hooks.bulk_load.BulkLoadHook`
 that reconciles the chunk ledger with the table; the hook's loading path calls it before it
@@ -10,52 +12,23 @@ from __future__ import annotations
 
 import time
 from contextlib import closing
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_bulkload.catalog import LedgerEntry, LoadRecord, TableRef
+from airflow_bulkload.catalog import ChunkResult, LedgerEntry, LoadRecord, TableRef
 from airflow_bulkload.exceptions import (
     BulkLoadError,
     InputAlreadyLoadedError,
-    LoadVerificationError,
 )
 from airflow_bulkload.s3io import parse_s3_uri, s3_client
 from airflow_bulkload.staging.direct import open_chunk_stream
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, read_manifest
-from airflow_bulkload.staging.origin import records_with_key
+from airflow_bulkload.staging.manifest import ChunkSpec, read_manifest
 from airflow_bulkload.staging.planning import MANIFEST_NAME
-from airflow_bulkload.staging.sources import open_source
 
 if TYPE_CHECKING:
     from airflow.sdk.types import Logger
 
     from airflow_bulkload.dialects import Dialect
-
-
-def _few(items: list[str], limit: int = 5) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
-
-
-@dataclass(frozen=True)
-class ChunkResult:
-    """What one chunk load did; small enough for XCom."""
-
-    uri: str
-    rows: int
-    bytes: int
-    seconds: float
-    skipped: bool
-    method: str
-
-    @property
-    def rows_per_second(self) -> float:
-        return self.rows / self.seconds if self.seconds > 0 else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["rows_per_second"] = round(self.rows_per_second, 1)
-        return data
 
 
 @dataclass(frozen=True)
@@ -125,8 +98,9 @@ class TableTruthMixin:
     def _withdraw_stale(
         self, conn: Any, ref: TableRef, entry: LedgerEntry, spec: ChunkSpec, reason: str | None
     ) -> int:
-        """Drop a stale ledger entry, first taking out what is left of its rows (by key), so
-        the chunk's reload leaves each of its rows in the table once.
+        """Drop a stale ledger entry, first taking out what is left of its rows (by key).
+
+        So the chunk's reload leaves each of its rows in the table once.
         """
         dialect = self.dialect
         self.log.warning(
@@ -253,30 +227,6 @@ class TableTruthMixin:
             warnings = self._same_input_elsewhere(conn, ref, current_key, load_key)
         return Reconciliation(withdrawn, stale, record.empty_before, warnings)
 
-    def input_places_of_key(self, manifest_uri: str, key: dict[str, str]) -> list[str]:
-        """Where the input staged at ``manifest_uri`` holds records with ``key`` (``file, line
-        N``), for an error naming a key the loaded rows hold twice. The input files are read
-        again (an error path, bounded in time); an input moved or deleted since gives nothing.
-        """
-        if not key:
-            return []
-        s3 = s3_client(self.aws_conn_id)
-        manifest = read_manifest(s3, manifest_uri)
-        if manifest is None or not manifest.sources or not manifest.source_format:
-            return []
-        try:
-            found = records_with_key(
-                key,
-                manifest.columns or [],
-                manifest.sources,
-                source_format=FileFormat.from_dict(manifest.source_format),
-                open_source=lambda source: open_source(source, s3),
-            )
-        except Exception as exc:  # tracing is a courtesy: never hide the error itself
-            self.log.warning("could not read the input of %s again: %s", manifest_uri, exc)
-            return []
-        return [f"{place.source}, line {place.line}" for place in found]
-
     def _forget_gone(
         self, conn: Any, ref: TableRef, entries: list[LedgerEntry], reason: str
     ) -> None:
@@ -296,9 +246,10 @@ class TableTruthMixin:
     def _same_input_under_other_dates(
         self, conn: Any, ref: TableRef, current_key: str, load_key: str
     ) -> list[LedgerEntry]:
-        """Chunks of this very input (same fingerprint) that this DAG loaded into the table
-        under another data interval: a reload from the UI with a time of day reads the same
-        files, and replaces their rows too rather than loading them a second time.
+        """Chunks of this input (same fingerprint) loaded by this DAG under another interval.
+
+        A reload from the UI with a time of day reads the same files, and replaces their rows too
+        rather than loading them a second time.
         """
         fingerprint = current_key.rstrip("/").rsplit("/", 1)[-1]
         table_key = load_key.rstrip("/").rsplit("/", 1)[0] + "/"
@@ -359,10 +310,12 @@ class TableTruthMixin:
     def _withdraw_key(
         self, conn: Any, ref: TableRef, entries: list[LedgerEntry], bucket: str, s3: Any
     ) -> list[str]:
-        """The columns a withdraw of ``entries`` matches rows by: their probe key, else the
-        table's primary key or a unique key over NOT NULL columns, when the chunks carry all its
-        columns. ``[]`` when there is none (a surrogate key the input lacks, or no key): then
-        every column the chunks carry, and the delete must match the ledger's count exactly.
+        """The columns a withdraw of ``entries`` matches rows by.
+
+        Their probe key, else the table's primary key or a unique key over NOT NULL columns, when
+        the chunks carry all its columns. ``[]`` when there is none (a surrogate key the input
+        lacks, or no key): then every column the chunks carry, and the delete must match the
+        ledger's count exactly.
         """
         probes = {tuple(e.probe.columns) for e in entries if e.probe is not None}
         if len(probes) == 1:
@@ -472,8 +425,9 @@ class TableTruthMixin:
     def _same_input_elsewhere(
         self, conn: Any, ref: TableRef, current_key: str, load_key: str
     ) -> list[str]:
-        """A keyless table has nothing to reject a second copy of the same input with: say so
-        when the same input (same fingerprint) was loaded by another DAG or date.
+        """A keyless table has nothing to reject a second copy of the same input with.
+
+        Say so when the same input (same fingerprint) was loaded by another DAG or date.
         """
         if self._primary_key(conn, ref):
             return []
@@ -507,8 +461,10 @@ class TableTruthMixin:
         *,
         exact: bool = True,
     ) -> ChunkResult:
-        """Take one chunk back out. ``exact``: exactly the rows the ledger says it loaded;
-        otherwise (a reload asked for by the author) at most that many: what is left of them.
+        """Take one chunk back out.
+
+        ``exact``: exactly the rows the ledger says it loaded; otherwise (a reload asked for by the
+        author) at most that many: what is left of them.
         """
         started = time.monotonic()
         uri = f"s3://{bucket}/{entry.chunk_key}"
@@ -532,105 +488,3 @@ class TableTruthMixin:
         return ChunkResult(
             spec.uri, deleted, entry.bytes, time.monotonic() - started, False, "withdraw"
         )
-
-    def verify_load(self, table: str, manifest_uri: str, *, load_id: str = "") -> dict[str, Any]:
-        """Check that the rows the load claims are in ``table``; raise
-        :class:`~airflow_bulkload.exceptions.LoadVerificationError` with the numbers otherwise.
-
-        Every chunk of the manifest must have its ledger entry (rows as the manifest says); a
-        chunk with a key must have its first and last key in the table (two index lookups);
-        when the table was empty before the load, its row count must equal the input's. A
-        keyless table that held rows before can only be checked to hold at least the input's
-        rows. On success the load is recorded as verified (see :meth:`reconcile`).
-        """
-        s3 = s3_client(self.aws_conn_id)
-        manifest = read_manifest(s3, manifest_uri)
-        if manifest is None:
-            raise LoadVerificationError(f"{manifest_uri}: the manifest is gone; nothing to verify")
-        current_key = parse_s3_uri(manifest_uri.rsplit("/", 1)[0] + "/")[1]
-        dialect = self.dialect
-        problems: list[str] = []
-        checks: list[str] = []
-        expected = manifest.total_rows
-        found: int | None = None
-        with closing(self.get_conn()) as conn:
-            dialect.ensure_state_schema(conn)
-            ref = dialect.qualified_name(conn, dialect.table_ref(table))
-            entries = {e.chunk_key: e for e in dialect.ledger_entries(conn, ref, current_key)}
-            if any(c.rows is None for c in manifest.chunks):
-                # direct chunks: their rows are counted when they load, in the ledger
-                expected = sum(entries[c.key].rows for c in manifest.chunks if c.key in entries)
-            unrecorded = [c.label for c in manifest.chunks if c.key not in entries]
-            if unrecorded:
-                problems.append(f"{len(unrecorded)} chunk(s) never committed: {_few(unrecorded)}")
-            miscounted = [
-                f"{c.label} ({entries[c.key].rows} rows, manifest {c.rows})"
-                for c in manifest.chunks
-                if c.key in entries and c.rows is not None and entries[c.key].rows != c.rows
-            ]
-            if miscounted:
-                problems.append(f"chunks whose rows differ from the manifest: {_few(miscounted)}")
-            probed = [(c, entries[c.key]) for c in manifest.chunks if c.key in entries]
-            probed = [(c, e) for c, e in probed if e.probe is not None]
-            missing: list[str] = []
-            for chunk, entry in probed:
-                reason = self._stale_reason(conn, ref, entry)
-                if reason is not None:
-                    missing.append(f"{chunk.label} ({reason})")
-            if probed:
-                checks.append(f"first and last key of {len(probed)} chunk(s) found")
-            if missing:
-                problems.append(f"rows missing from the table: {_few(missing)}")
-            record = dialect.read_load_record(conn, ref, current_key)
-            empty_before = bool(record and record.empty_before)
-            every_chunk_probed = bool(probed) and len(probed) == len(manifest.chunks)
-            if empty_before and every_chunk_probed:
-                # a key makes doubles impossible: rows beyond the input's were added by others
-                found = dialect.count_rows(conn, ref)
-                checks.append("row count at least the input's (the table was empty before)")
-                if found < expected:
-                    problems.append(
-                        f"the table was empty before the load and holds {found} rows, "
-                        f"fewer than the input's {expected}"
-                    )
-            elif empty_before:
-                found = dialect.count_rows(conn, ref)
-                checks.append("row count equals the input's (the table was empty before)")
-                if found != expected:
-                    problems.append(
-                        f"the table was empty before the load and holds {found} rows, "
-                        f"but the input has {expected}"
-                    )
-            elif len(probed) < len(manifest.chunks):
-                found = dialect.count_rows(conn, ref)
-                checks.append("row count at least the input's (no key to probe)")
-                if found < expected:
-                    problems.append(
-                        f"the table holds {found} rows, fewer than the input's {expected}"
-                    )
-            if problems:
-                raise LoadVerificationError(
-                    f"{ref} does not hold what this load claims (expected {expected} rows"
-                    + (f", found {found}" if found is not None else "")
-                    + "): "
-                    + "; ".join(problems)
-                )
-            with dialect.transaction(conn):
-                dialect.write_load_record(
-                    conn,
-                    LoadRecord(
-                        str(ref),
-                        current_key,
-                        record.load_id if record and not load_id else load_id,
-                        empty_before=empty_before,
-                        verified=True,
-                    ),
-                )
-        return {
-            "verified": True,
-            "checks": checks,
-            "rows_expected": expected,
-            "rows_in_table": found,
-            "sources": manifest.sources,
-            "input_empty": expected == 0,
-        }

@@ -33,7 +33,7 @@ def _max_map_length() -> int:
 
 
 class StageToS3Operator(BaseOperator):
-    """Turn input files into load-ready S3 chunks and a ``manifest.json``.
+    r"""Turn input files into load-ready S3 chunks and a ``manifest.json``.
 
     Reads CSV/TSV input (plain or gzip, with or without header) from local paths/globs on the
     worker or from S3 (an object, a prefix, or a key glob), rewrites it in one normalized format
@@ -69,7 +69,7 @@ class StageToS3Operator(BaseOperator):
         the key comes from.
     :param file_format: the *input's* format (dict of
         :class:`~airflow_bulkload.staging.FileFormat` fields: delimiter, quote, escape, null,
-        header, encoding); ``format`` must be ``csv`` (TSV is csv with ``delimiter="\\t"``).
+        header, encoding); ``format`` must be ``csv`` (TSV is csv with ``delimiter="\t"``).
     :param columns: the input's column names, in file order (needed without a header to sort by
         name; with a header they replace its names). The chunks carry them for the load.
     :param sort_key: columns to sort the whole input by, e.g. ``["id"]``.

@@ -25,11 +25,11 @@ _FORMATS = ("csv", "text")
 
 @dataclass(frozen=True)
 class FileFormat:
-    """How the rows of a file are written.
+    r"""How the rows of a file are written.
 
     ``format`` is ``"csv"`` (RFC 4180 quoting) or ``"text"`` (PostgreSQL text format: tab-separated,
-    backslash escapes, ``\\N`` for NULL). ``null`` is the string that means SQL NULL; ``None`` takes
-    the format's default (unquoted empty field for csv, ``\\N`` for text).
+    backslash escapes, ``\N`` for NULL). ``null`` is the string that means SQL NULL; ``None`` takes
+    the format's default (unquoted empty field for csv, ``\N`` for text).
     """
 
     format: str = "csv"

@@ -192,8 +192,9 @@ def records_with_key(
     limit: int = 4,
     seconds: float = DEFAULT_SEARCH_SECONDS,
 ) -> list[SourceLine]:
-    """Where the input files hold records with the key ``key`` (column -> value as text): up to
-    ``limit`` places, in file order, for an error that names a key the input holds twice.
+    """Where the input files hold records with the key ``key`` (column -> value as text).
+
+    Up to ``limit`` places, in file order, for an error that names a key the input holds twice.
     """
     csv.field_size_limit(max(csv.field_size_limit(), 64 * 1024 * 1024))
     deadline = time.monotonic() + seconds

@@ -91,8 +91,10 @@ _SAFE_SEGMENT = re.compile(r"[^A-Za-z0-9._=-]+")
 
 
 def safe_segment(value: str) -> str:
-    """An S3 key segment for ``value``: unsafe characters replaced, plus a short hash when anything
-    had to change, so two different values never map to the same segment (``a/b`` vs ``a_b``).
+    """An S3 key segment for ``value``.
+
+    Unsafe characters replaced, plus a short hash when anything had to change, so two different
+    values never map to the same segment (``a/b`` vs ``a_b``).
     """
     cleaned = _SAFE_SEGMENT.sub("_", value).strip("._")[:100] or "_"
     if cleaned == value:
@@ -104,8 +106,10 @@ def safe_segment(value: str) -> str:
 def run_segment(
     *, data_interval_start: Any = None, data_interval_end: Any = None, run_id: str | None = None
 ) -> str:
-    """The part of the prefix that tells runs apart: the data interval when the run has one (so a
-    re-run of the same date finds its work whatever its run id), else the run id.
+    """The part of the prefix that tells runs apart.
+
+    The data interval when the run has one (so a re-run of the same date finds its work whatever its
+    run id), else the run id.
     """
     if data_interval_start is not None and data_interval_end is not None:
         return safe_segment(f"{_iso(data_interval_start)}__{_iso(data_interval_end)}")
@@ -188,8 +192,9 @@ def temp_space_needed(sources: Sequence[SourceFile], *, sort: bool, chunk_size: 
 
 
 def chunk_count(total_bytes: int, chunk_size: int) -> int:
-    """Chunks the splitter writes for ``total_bytes`` of normalized rows (it closes a chunk once it
-    holds at least ``chunk_size`` bytes, so this is an upper bound).
+    """Chunks the splitter writes for ``total_bytes`` of normalized rows: an upper bound.
+
+    The splitter closes a chunk once it holds at least ``chunk_size`` bytes.
     """
     return math.ceil(total_bytes / chunk_size) if total_bytes > 0 else 0
 

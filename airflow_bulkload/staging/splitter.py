@@ -183,8 +183,9 @@ def split_runs(source: Path) -> Iterator[tuple[bytes, int]]:
 
 
 def _refuse_nul(source: Path, data: bytes, at: int, lines_before: int) -> None:
-    """NUL (U+0000) cannot be stored by PostgreSQL in text, and MariaDB would store it verbatim:
-    one behaviour for both engines, refused at staging, before anything loads.
+    """NUL (U+0000) cannot be stored by PostgreSQL in text, and MariaDB would store it verbatim.
+
+    One behaviour for both engines, refused at staging, before anything loads.
     """
     from airflow_bulkload.exceptions import NulByteError
 

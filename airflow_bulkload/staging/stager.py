@@ -325,8 +325,9 @@ def _plan_direct(
     fingerprint: str,
     input_bytes: int,
 ) -> StageResult:
-    """The direct path: chunk specs that point at the input objects; only the manifest is
-    written under ``prefix``.
+    """The direct path.
+
+    Chunk specs that point at the input objects; only the manifest is written under ``prefix``.
     """
     started = time.monotonic()
     manifest_uri = prefix + MANIFEST_NAME

@@ -1,5 +1,6 @@
-"""Staging's local working directories: one per staging attempt, removed by the next attempt
-when a kill -9 left it behind.
+"""Staging's local working directories.
+
+One per staging attempt, removed by the next attempt when a kill -9 left it behind.
 
 A staging attempt writes downloads, the normalized input and chunks under
 ``<temp root>/bulkload-staging/<owner>-<pid>-<token>/`` and removes it when it ends. A killed
@@ -28,9 +29,11 @@ OWNER_FILE = "owner.json"
 
 
 def process_start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (``/proc/<pid>/stat`` field 22), ``None`` when there is
-    no such process; ``""`` where ``/proc`` is not available but the process exists. With the
-    pid, it names a process uniquely: a reused pid has another start time.
+    """The kernel's start time of ``pid`` (``/proc/<pid>/stat`` field 22).
+
+    ``None`` when there is no such process; ``""`` where ``/proc`` is not available but the
+    process exists. With the pid, it names a process uniquely: a reused pid has another start
+    time.
     """
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -91,8 +94,9 @@ def _safe(text: str) -> str:
 
 @contextmanager
 def staging_workdir(temp_root: Path, owner: str) -> Iterator[Path]:
-    """A fresh working directory for one staging attempt, removed when the block ends; first
-    removes what killed attempts left under the same root.
+    """A fresh working directory for one staging attempt, removed when the block ends.
+
+    First removes what killed attempts left under the same root.
     """
     root = temp_root / WORK_ROOT_NAME
     root.mkdir(parents=True, exist_ok=True)
