@@ -115,6 +115,8 @@ def bulk_load_table(
     teardown_retry_delay: timedelta = timedelta(seconds=15),
     restore_timeout: timedelta | None = timedelta(hours=6),
     exit_bulk_mode_timeout: timedelta | None = timedelta(hours=1),
+    direct: bool | str = False,
+    quoted_newlines: bool = True,
 ) -> TaskGroup:
     """Build the task group that bulk loads ``source`` into ``table`` (see the module docstring).
 
@@ -177,6 +179,12 @@ def bulk_load_table(
     :param restore_timeout: ``execution_timeout`` of ``restore_table`` (index rebuilds of a big
         table take hours: size it for yours); ``None`` for none.
     :param exit_bulk_mode_timeout: ``execution_timeout`` of ``exit_bulk_mode``.
+    :param direct: load S3 input as stored, with no staged copy, where nothing needs
+        rewriting (PostgreSQL, ``client`` method, no sort); see ``StageToS3Operator``. Off by
+        default: COPY reads some malformed CSV differently from staging (the load then fails
+        naming the line, and ``direct=False`` loads it).
+    :param quoted_newlines: with ``direct``: quoted values may hold line ends, so objects load
+        whole (default); ``False`` declares they never do and lets large objects load in ranges.
     """
     if method not in LOAD_METHODS:
         raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
@@ -219,6 +227,8 @@ def bulk_load_table(
             aws_conn_id=aws_conn_id,
             chunk_size=chunk_size,
             load_method=method,
+            direct=direct,
+            quoted_newlines=quoted_newlines,
             **timing,
         )
         manifest_uri = PlainXComArg(stage, key=MANIFEST_URI_XCOM_KEY)

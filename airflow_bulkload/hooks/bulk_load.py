@@ -288,7 +288,7 @@ class BulkLoadHook(TableTruthMixin, LoadVerificationMixin, BaseHook):
             return None
         return find_record(
             record,
-            manifest.columns or [],
+            (spec.columns if spec.is_direct else None) or manifest.columns or [],
             manifest.sources,
             staged_format=spec.format,
             source_format=FileFormat.from_dict(manifest.source_format),

@@ -113,7 +113,7 @@ class TableTruthMixin:
             reason,
         )
         if entry.probe is not None and not dialect.table_is_empty(conn, ref):
-            with open_chunk_stream(spec, aws_conn_id=self.aws_conn_id) as stream:
+            with open_chunk_stream(spec, aws_conn_id=self.aws_conn_id, to_withdraw=True) as stream:
                 deleted = dialect.withdraw_chunk(
                     conn, ref, entry, spec, entry.probe.columns, stream, exact=False
                 )
@@ -480,7 +480,7 @@ class TableTruthMixin:
                 "that has since been replaced, and its manifest is gone: its rows cannot be "
                 "identified to take them back"
             )
-        with open_chunk_stream(spec, aws_conn_id=None, client=s3) as stream:
+        with open_chunk_stream(spec, aws_conn_id=None, client=s3, to_withdraw=True) as stream:
             deleted = self.dialect.withdraw_chunk(
                 conn, table, entry, spec, key_columns, stream, exact=exact
             )

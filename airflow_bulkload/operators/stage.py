@@ -92,12 +92,13 @@ class StageToS3Operator(BaseOperator):
     :param duckdb_threads: DuckDB threads (default: all cores).
     :param check_temp_space: fail early when ``temp_dir`` lacks the estimated space.
     :param direct: load S3 input objects as they are stored, with no staged copy, when nothing
-        needs rewriting (see :mod:`~airflow_bulkload.staging.direct`): ``"auto"`` (default) does
-        so where the engine's loader reads CSV as written (PostgreSQL) with the ``client``
-        method and no sort; ``False`` always stages; ``True`` is ``"auto"`` that says why not.
-        Only ``manifest.json`` is written under the staging prefix then.
-    :param quoted_newlines: quoted values may hold line ends: direct objects are loaded whole
-        instead of in byte ranges (a range cut inside a quoted value fails its load, saying so).
+        needs rewriting (see :mod:`~airflow_bulkload.staging.direct`): ``True`` does so where the
+        engine's loader reads CSV as written (PostgreSQL) with the ``client`` method and no
+        sort, and logs why not elsewhere; ``False`` (default) always stages. Only
+        ``manifest.json`` is written under the staging prefix then.
+    :param quoted_newlines: quoted values may hold line ends (default ``True``): direct objects
+        are loaded whole. ``False`` declares they never do, and plain objects larger than the
+        chunk size are cut into byte ranges (a cut inside a quoted value fails its load).
     """
 
     template_fields: Sequence[str] = (
@@ -138,8 +139,8 @@ class StageToS3Operator(BaseOperator):
         duckdb_memory_limit: str = "1GB",
         duckdb_threads: int | None = None,
         check_temp_space: bool = True,
-        direct: bool | str = "auto",
-        quoted_newlines: bool = False,
+        direct: bool | str = False,
+        quoted_newlines: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -181,7 +182,7 @@ class StageToS3Operator(BaseOperator):
     def _direct(self) -> bool:
         """Whether staging may load the input as stored: the engine's side of the decision."""
         wanted = parse_flag(self.direct, "direct")
-        if wanted is False:
+        if not wanted:
             return False
         reasons = []
         if self.load_method != "client":
@@ -197,7 +198,7 @@ class StageToS3Operator(BaseOperator):
                     f"{traits.engine}'s loader cannot read every CSV as written (a quoted empty "
                     "string apart from NULL, CRLF line ends)"
                 )
-        if reasons and wanted is True:
+        if reasons:
             self.log.warning("direct=True, but the input is staged: %s", "; ".join(reasons))
         return not reasons
 

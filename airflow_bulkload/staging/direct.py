@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import re
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -47,7 +48,7 @@ from airflow_bulkload.staging.planning import GZIP_EXPANSION_ESTIMATE, SourceFil
 #: bytes read at the start of each object (format and header) and around each cut point
 PEEK_BYTES = 64 * 1024
 #: the encodings PostgreSQL's COPY reads as such (others are staged, i.e. re-encoded)
-DIRECT_ENCODINGS = ("utf-8", "latin-1", "ascii")
+DIRECT_ENCODINGS = ("utf-8", "latin-1")
 #: the tail of a range kept while it streams, to read its last record's key
 TAIL_BYTES = 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
@@ -92,9 +93,18 @@ def _get(s3: Any, source: SourceFile, start: int, end: int) -> tuple[bytes, dict
         body.close()
 
 
-def _first_line(data: bytes, gzipped: bool) -> bytes:
+class DirectRefusedError(Exception):
+    """Planning found what loading as stored would read differently from staging: stage it."""
+
+
+def _first_line(data: bytes, gzipped: bool, location: str) -> bytes:
     if gzipped:
-        data = zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(data, MAX_RECORD_BYTES)
+        try:
+            data = zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(data, MAX_RECORD_BYTES)
+        except zlib.error as exc:
+            raise InputFormatError(f"{location} is not a readable gzip object ({exc})") from exc
+    if b"\r" in data and b"\n" not in data:
+        raise DirectRefusedError(f"{location} ends its lines with CR alone")
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
     end = data.find(b"\n")
@@ -121,6 +131,8 @@ def _cut_points(s3: Any, source: SourceFile, chunk_size: int) -> list[int]:
             if at >= 0:
                 cut = offset + at + 1
             offset += len(window)
+        if cut is None and offset >= source.size:
+            break  # the last record runs to the end of the object
         if cut is None:
             raise InputFormatError(
                 f"{source.location}: no line end within {MAX_RECORD_BYTES // 2**20} MB after byte "
@@ -162,7 +174,9 @@ def plan_direct(
         gzipped = head[:2] == b"\x1f\x8b"
         names = list(columns) if columns else list(table_columns) if table_columns else None
         if fmt.header:
-            header = _fields(_first_line(head, gzipped), fmt)
+            header = _fields(_first_line(head, gzipped, source.location), fmt)
+            if any(name != name.strip() for name in header):
+                raise DirectRefusedError(f"{source.location}'s header names hold spaces at an end")
             if columns:
                 swapped = [
                     c for c in columns if c in header and list(columns).index(c) != header.index(c)
@@ -238,6 +252,26 @@ class _DirectReader:
         self.first_record: bytes | None = None
         self._tail = b""
         self._done = False
+        self._carry = b""
+        self._lines = 0
+        # the stream so far ends with a line end (the header's, or a record's)
+        self._after_line_end = True
+        quote = re.escape(self._quote)
+        delimiter = re.escape(self._fmt.delimiter.encode())
+        # a quote neither after a delimiter/line start/quote nor before a delimiter/line end/quote
+        self._stray = re.compile(
+            rb"(?<!["
+            + delimiter
+            + rb"\n"
+            + quote
+            + rb"])"
+            + quote
+            + rb"(?!["
+            + delimiter
+            + rb"\r\n"
+            + quote
+            + rb"])"
+        )
 
     def _start(self) -> None:
         data = self._raw.read(READ_BUFFER_BYTES)
@@ -268,8 +302,37 @@ class _DirectReader:
         if not data:
             self._finish()
             return b""
+        data = self._without_blank_lines(data)
+        if not data:
+            return self.read(size)
         self._inspect(data)
         return data
+
+    def _without_blank_lines(self, data: bytes) -> bytes:
+        """Drop empty lines between records, as staging does (COPY would refuse them).
+
+        An empty line is a line end that follows a line end outside a quoted value: the quotes
+        before it are even in number (inside a quoted value, an empty line is data).
+        """
+        blank_start = self._after_line_end and data[:1] in (b"\n", b"\r")
+        if not (blank_start or b"\n\n" in data or b"\n\r\n" in data):
+            self._after_line_end = data.endswith(b"\n")
+            return data
+        quotes = self._quotes
+        kept: list[bytes] = []
+        start = 0
+        at = data.find(b"\n")
+        while at >= 0:
+            line = data[start : at + 1]
+            empty = line in (b"\n", b"\r\n") and (start > 0 or self._after_line_end)
+            if not (empty and quotes % 2 == 0):  # an empty line between records is dropped
+                kept.append(line)
+            quotes += line.count(self._quote)
+            start = at + 1
+            at = data.find(b"\n", start)
+        kept.append(data[start:])
+        self._after_line_end = start == len(data)
+        return b"".join(kept)
 
     def _inspect(self, data: bytes) -> None:
         nul = data.find(b"\0")
@@ -282,6 +345,8 @@ class _DirectReader:
                 expected="text without NUL bytes",
             )
         self._quotes += data.count(self._quote)
+        if self._quote in data:
+            self._refuse_stray_quote(data)
         if self.first_record is None and len(self._head) <= MAX_RECORD_BYTES:
             self._head += data
             end = self._head.find(b"\n")
@@ -290,10 +355,45 @@ class _DirectReader:
                 self._head = b""
         self._tail = (self._tail + data)[-TAIL_BYTES:]
 
+    def _refuse_stray_quote(self, data: bytes) -> None:
+        """Fail before commit on a quote inside an unquoted value (``5" pipe``).
+
+        COPY would read it as the start of a quoted part and merge records silently; staging
+        reads it literally. A quote is well placed when it may open a value (after a delimiter
+        or at a line start) or close one (before a delimiter or a line end); a doubled quote is
+        its own escape. The last two bytes carry over, so a quote at a block's end is judged
+        with what follows it.
+        """
+        text = self._carry + data
+        for match in self._stray.finditer(text):
+            if match.start() == 0:
+                continue  # the stream's first byte (a value's start), or judged with its block
+            if match.end() >= len(text):
+                continue  # what follows is in the next block: judged there
+            line = self._lines + text[: match.start()].count(b"\n") - self._carry.count(b"\n") + 1
+            line += 1 if self._spec.skip_header else 0  # the object's line when it starts there
+            raise ChunkLoadError(
+                self._spec.uri,
+                f"a quote inside an unquoted value (it starts "
+                f"{text[max(0, match.start() - 20) : match.start() + 20]!r}): PostgreSQL's COPY "
+                "would read it as the start of a quoted value and merge records. Quote that value "
+                "in the input, or load it staged (direct=False), which reads the quote as text",
+                line=line,
+                expected="quotes only around whole values",
+            )
+        self._lines += data.count(b"\n")
+        self._carry = text[-2:]
+
     def _finish(self) -> None:
         if self._done:
             return
         self._done = True
+        if self._quotes % 2 and not self._spec.byte_range:
+            raise ChunkLoadError(
+                self._spec.uri,
+                "a quote opens a value that never closes: the object ends inside a quoted value",
+                expected="every quoted value closed",
+            )
         if self._quotes % 2:
             start, end = self._spec.byte_range or [0, self._spec.bytes]
             raise ChunkLoadError(
@@ -333,7 +433,7 @@ class _DirectReader:
 
 @contextmanager
 def open_chunk_stream(
-    spec: ChunkSpec, *, aws_conn_id: str | None, client: Any = None
+    spec: ChunkSpec, *, aws_conn_id: str | None, client: Any = None, to_withdraw: bool = False
 ) -> Iterator[ChunkStream]:
     """A chunk's bytes as its loader reads them: a staged object, or a direct one's range.
 
@@ -358,6 +458,16 @@ def open_chunk_stream(
         response = s3.get_object(**request)
     except Exception as exc:
         code = s3_error_code(exc)
+        if to_withdraw and code in ("PreconditionFailed", "412", "NoSuchKey", "404"):
+            raise ChunkLoadError(
+                spec.uri,
+                f"the rows this chunk loaded cannot be told any more: its object changed since "
+                f"({code}) and the bucket keeps no versions of it, so its old content is gone. "
+                "Delete those rows from the table yourself (and then this chunk's row in the "
+                "chunk ledger), or keep versions on the input bucket (S3 versioning) so old "
+                "content stays readable; direct=False keeps a staged copy instead",
+                expected=f"the object with ETag {spec.etag}",
+            ) from exc
         if code in ("PreconditionFailed", "412", "NoSuchKey", "404", "NoSuchVersion"):
             raise ChunkLoadError(
                 spec.uri,

@@ -19,7 +19,7 @@ from typing import Any
 
 from airflow_bulkload.exceptions import BulkLoadError, NulByteError
 from airflow_bulkload.s3io import parse_s3_uri
-from airflow_bulkload.staging.direct import direct_refusal, plan_direct
+from airflow_bulkload.staging.direct import DirectRefusedError, direct_refusal, plan_direct
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest, read_manifest
 from airflow_bulkload.staging.normalize import normalize
 from airflow_bulkload.staging.origin import find_nul
@@ -69,8 +69,9 @@ class StagingOptions:
     #: :mod:`~airflow_bulkload.staging.direct`); the caller sets it only for an engine whose
     #: loader reads CSV as written, with the ``client`` method
     direct: bool = False
-    #: quoted values may hold line ends: direct objects are loaded whole, never cut in ranges
-    quoted_newlines: bool = False
+    #: quoted values may hold line ends (the safe default): direct objects are loaded whole;
+    #: ``False`` declares they never do, and large plain objects are cut in byte ranges
+    quoted_newlines: bool = True
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:
@@ -196,7 +197,21 @@ def stage(
 
     input_bytes = sum(s.size for s in sources)
     if options.direct:
-        return _plan_direct(s3, sources, options, prefix, fingerprint, input_bytes)
+        try:
+            return _plan_direct(s3, sources, options, prefix, fingerprint, input_bytes, resources)
+        except DirectRefusedError as exc:
+            log.info("the input is staged, not loaded as stored: %s", exc)
+            return stage(
+                source,
+                s3=s3,
+                staging_uri=staging_uri,
+                dag_id=dag_id,
+                table=table,
+                run=run,
+                options=replace(options, direct=False),
+                resources=resources,
+                work_owner=work_owner,
+            )
     log.info(
         "staging %d file(s), %s, to %s (chunk size %s, %s, sort key %s)",
         len(sources),
@@ -324,6 +339,7 @@ def _plan_direct(
     prefix: str,
     fingerprint: str,
     input_bytes: int,
+    resources: Resources,
 ) -> StageResult:
     """The direct path.
 
@@ -343,6 +359,11 @@ def _plan_direct(
         key_columns=options.probe_key,
         quoted_newlines=options.quoted_newlines,
     )
+    if len(chunks) > resources.max_map_length:
+        raise DirectRefusedError(
+            f"{len(chunks)} objects or ranges are more chunks than Airflow maps in one task "
+            f"(max_map_length {resources.max_map_length}); staging joins them into fewer"
+        )
     manifest = Manifest(
         input_fingerprint=fingerprint,
         file_format=options.file_format.without_header().to_dict(),
