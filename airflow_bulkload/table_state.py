@@ -181,7 +181,7 @@ def decide_drops(
     * secondary unique indexes: with the other indexes, when the table is empty or the primary
       key is dropped on request.
     * foreign keys, auto: PostgreSQL drops them (both directions) with the indexes; MySQL keeps
-      them (the load session runs with ``foreign_key_checks = 0`` already).
+      them (the load keeps ``foreign_key_checks`` on for a table with foreign keys).
     """
     reasons: dict[str, str] = {}
     if info.extra.get("relkind") == "p":
@@ -268,7 +268,7 @@ def decide_drops(
         if traits.foreign_keys_checked_on_load:
             drop_fk = False
             reasons["drop_foreign_keys"] = (
-                "MySQL: foreign keys kept (the load runs with foreign_key_checks = 0) (auto)"
+                "MySQL: foreign keys kept; the load checks them (auto)"
             )
         else:
             drop_fk = drop_ix or drop_pk

@@ -19,7 +19,21 @@ from airflow_bulkload.dialects.mysql.session import (
     _execute,
     _fetch_one,
 )
-from airflow_bulkload.exceptions import BulkLoadError, BulkModeRefusedError
+from airflow_bulkload.exceptions import (
+    BulkLoadError,
+    BulkModeRefusedError,
+    ForeignKeyViolationError,
+)
+
+_QUOTED = re.compile(r"`(?:[^`]|``)*`")
+#: ``REFERENCES `db`.`parent` (`id`, ...)`` in a foreign key's SHOW CREATE TABLE line
+_REFERENCES = re.compile(
+    r"REFERENCES\s+(?P<table>`(?:[^`]|``)*`(?:\.`(?:[^`]|``)*`)?)\s*\((?P<columns>[^)]*)\)"
+)
+
+
+def _unquote(name: str) -> str:
+    return name[1:-1].replace("``", "`")
 
 
 class MySqlTablePrep(MySqlSession):
@@ -191,11 +205,22 @@ class MySqlTablePrep(MySqlSession):
         """MySQL unique keys and the primary key are indexes themselves: nothing to attach."""
 
     def add_foreign_key(self, conn: Any, fk: dict[str, Any]) -> None:
-        """Re-add the foreign key with ``foreign_key_checks = 0``, as the load ran.
+        """Re-add the foreign key with ``foreign_key_checks = 0``, after checking its rows.
 
-        The setting holds for the statement alone. InnoDB then adds it in place without a table
-        copy, and without re-checking existing rows.
+        InnoDB then adds it in place without a table copy, and without re-checking existing
+        rows; so the rows are checked first, with one anti-join: a row whose key has no parent
+        refuses the key (:class:`ForeignKeyViolationError`, naming up to five keys) and the
+        table stays without it until the orphans are gone. The setting holds for the statement
+        alone.
         """
+        orphans = self._orphans(conn, fk)
+        if orphans:
+            raise ForeignKeyViolationError(
+                f"foreign key {fk['name']} on {fk['schema']}.{fk['table']} cannot be re-added: "
+                f"loaded rows reference missing parents, e.g. ({', '.join(fk['columns'])}) = "
+                f"{'; '.join(orphans)}. Load the parents first, or remove the orphan rows, then "
+                "run finalize (or restore) again"
+            )
         with _cursor(conn) as cur:
             cur.execute("SELECT @@SESSION.foreign_key_checks")
             checks = int(cur.fetchone()[0])
@@ -204,6 +229,32 @@ class MySqlTablePrep(MySqlSession):
                 cur.execute(fk["definition"])
             finally:
                 cur.execute("SET SESSION foreign_key_checks = %s", (checks,))
+
+    def _orphans(self, conn: Any, fk: dict[str, Any], limit: int = 5) -> list[str]:
+        """Keys of the foreign key's table with no parent row (NULL parts never need one)."""
+        match = _REFERENCES.search(fk["definition"])
+        columns = list(fk.get("columns") or [])
+        if match is None or not columns:
+            return []
+        names = [_unquote(n) for n in _QUOTED.findall(match["table"])]
+        parent = TableRef(name=names[-1], schema=names[0] if len(names) > 1 else fk["schema"])
+        referenced = [_unquote(n) for n in _QUOTED.findall(match["columns"])]
+        if len(referenced) != len(columns):
+            return []
+        owner = TableRef(name=fk["table"], schema=fk["schema"])
+        child = [f"c.{quote_identifier(c, 'column')}" for c in columns]
+        joined = " AND ".join(
+            f"p.{quote_identifier(r, 'column')} = {c}"
+            for r, c in zip(referenced, child, strict=True)
+        )
+        with _cursor(conn) as cur:
+            cur.execute(
+                f"SELECT {', '.join(child)} FROM {quote_table(owner)} AS c "  # noqa: S608 (quoted)
+                f"WHERE {' AND '.join(f'{c} IS NOT NULL' for c in child)} AND NOT EXISTS "
+                f"(SELECT 1 FROM {quote_table(parent)} AS p WHERE {joined}) LIMIT {int(limit)}"
+            )
+            rows = cur.fetchall()
+        return ["(" + ", ".join(str(v) for v in row) + ")" for row in rows]
 
     def analyze(self, conn: Any, table: TableRef) -> None:
         with _cursor(conn) as cur:

@@ -105,3 +105,37 @@ def test_a_clean_input_loads_and_keeps_the_key(
     hook.finalize("orders", load_id="C")
     assert foreign_keys(orders) == before
     assert orders.query("SELECT count(*) FROM orders") == [(3,)]
+
+
+def test_mysql_orphans_loaded_while_the_key_was_dropped_refuse_it_naming_them(
+    mysql_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
+) -> None:
+    """Asked to drop the foreign key (drop_foreign_keys=True), MySQL loads an orphan without a
+    check; InnoDB would re-add the key without checking either. The rows are checked first."""
+    mysql_db.query("CREATE TABLE customers (id int PRIMARY KEY)")
+    mysql_db.query("INSERT INTO customers VALUES (1), (2), (3)")
+    mysql_db.query(
+        "CREATE TABLE orders (id int PRIMARY KEY, customer_id int,"
+        " CONSTRAINT orders_customer_fk FOREIGN KEY (customer_id) REFERENCES customers (id))"
+    )
+    before = foreign_keys(mysql_db)
+    hook = TableStateHook(conn_id=mysql_db.conn_id)
+    hook.prepare("orders", load_id="M", incoming_bytes=10**9, drop_foreign_keys=True)
+    assert foreign_keys(mysql_db) == []
+    rows = [(1, 1), (2, 2), (3, 999), (4, 3)]
+    body = "".join(f"{i},{c}\n" for i, c in rows).encode()
+    loader = BulkLoadHook(conn_id=mysql_db.conn_id)
+    loader.load_chunk(
+        "orders",
+        put_chunk(
+            moto_server, s3_bucket, "m/c0.csv.gz", body, rows=4, columns=["id", "customer_id"]
+        ),
+    )
+
+    with pytest.raises(ForeignKeyViolationError, match=r"orders_customer_fk.*\(999\)"):
+        hook.finalize("orders", load_id="M")
+    assert foreign_keys(mysql_db) == []  # never added over an orphan
+
+    mysql_db.query("DELETE FROM orders WHERE customer_id = 999")
+    hook.finalize("orders", load_id="M")
+    assert foreign_keys(mysql_db) == before
