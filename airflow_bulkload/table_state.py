@@ -267,9 +267,7 @@ def decide_drops(
     if drop_foreign_keys is None:
         if traits.foreign_keys_checked_on_load:
             drop_fk = False
-            reasons["drop_foreign_keys"] = (
-                "MySQL: foreign keys kept; the load checks them (auto)"
-            )
+            reasons["drop_foreign_keys"] = "MySQL: foreign keys kept; the load checks them (auto)"
         else:
             drop_fk = drop_ix or drop_pk
             reasons["drop_foreign_keys"] = (
