@@ -53,6 +53,22 @@ AUTO = "auto"
 BULK_MODES = (AUTO, "off")
 
 
+#: what per-stage arguments may not change: a task's identity and the pipeline's timing hooks
+_RESERVED = frozenset(
+    {"task_id", "table", "conn_id", "source", "staging", "chunk", "pre_execute", "post_execute"}
+)
+
+
+def _with_extra(
+    arguments: dict[str, Any], extra: dict[str, Any] | None, name: str
+) -> dict[str, Any]:
+    """The pipeline's arguments for a task, overridden by the author's ``extra``."""
+    reserved = sorted(set(extra or {}) & _RESERVED)
+    if reserved:
+        raise ValueError(f"{name} may not set {reserved}: they are the pipeline's own")
+    return arguments | dict(extra or {})
+
+
 def reload_param() -> Param:
     """The ``reload`` DAG Param the example DAGs expose, for ``reload="{{ params.reload }}"``.
 
@@ -117,6 +133,8 @@ def bulk_load_table(
     exit_bulk_mode_timeout: timedelta | None = timedelta(hours=1),
     direct: bool | str = False,
     quoted_newlines: bool = True,
+    stage_kwargs: dict[str, Any] | None = None,
+    load_kwargs: dict[str, Any] | None = None,
 ) -> TaskGroup:
     """Build the task group that bulk loads ``source`` into ``table`` (see the module docstring).
 
@@ -185,6 +203,10 @@ def bulk_load_table(
         naming the line, and ``direct=False`` loads it).
     :param quoted_newlines: with ``direct``: quoted values may hold line ends, so objects load
         whole (default); ``False`` declares they never do and lets large objects load in ranges.
+    :param stage_kwargs: more operator arguments for the ``stage`` task, e.g. ``{"queue":
+        "staging", "executor_config": {...}}`` to route it to workers with the disk (see
+        docs/scaling.md); they win over the pipeline's own, except the task's identity.
+    :param load_kwargs: the same for the mapped ``load`` tasks, e.g. ``{"pool": "db1"}``.
     """
     if method not in LOAD_METHODS:
         raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
@@ -220,16 +242,22 @@ def bulk_load_table(
             source=source,
             staging=staging,
             table=table,
-            file_format=file_format,
-            columns=columns,
-            sort_by_primary_key=sort_by_primary_key,
-            conn_id=conn_id,
-            aws_conn_id=aws_conn_id,
-            chunk_size=chunk_size,
-            load_method=method,
-            direct=direct,
-            quoted_newlines=quoted_newlines,
-            **timing,
+            **_with_extra(
+                {
+                    "file_format": file_format,
+                    "columns": columns,
+                    "sort_by_primary_key": sort_by_primary_key,
+                    "conn_id": conn_id,
+                    "aws_conn_id": aws_conn_id,
+                    "chunk_size": chunk_size,
+                    "load_method": method,
+                    "direct": direct,
+                    "quoted_newlines": quoted_newlines,
+                    **timing,
+                },
+                stage_kwargs,
+                "stage_kwargs",
+            ),
         )
         manifest_uri = PlainXComArg(stage, key=MANIFEST_URI_XCOM_KEY)
         preflight = PreflightCheckOperator(
@@ -286,15 +314,23 @@ def bulk_load_table(
             task_id="load",
             table=table,
             conn_id=conn_id,
-            aws_conn_id=aws_conn_id,
-            method=method,
-            max_concurrent_loads=parallelism
-            if isinstance(parallelism, int)
-            else preflight.planned("parallelism"),  # resolves to an int
-            retries=load_retries,
-            retry_delay=load_retry_delay,
-            max_active_tis_per_dagrun=parallelism if isinstance(parallelism, int) else None,
-            **load_timing,
+            **_with_extra(
+                {
+                    "aws_conn_id": aws_conn_id,
+                    "method": method,
+                    "max_concurrent_loads": parallelism
+                    if isinstance(parallelism, int)
+                    else preflight.planned("parallelism"),  # resolves to an int
+                    "retries": load_retries,
+                    "retry_delay": load_retry_delay,
+                    "max_active_tis_per_dagrun": parallelism
+                    if isinstance(parallelism, int)
+                    else None,
+                    **load_timing,
+                },
+                load_kwargs,
+                "load_kwargs",
+            ),
         ).expand(chunk=stage.output)
         finalize = FinalizeTableOperator(
             task_id="finalize_table",

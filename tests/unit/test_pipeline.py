@@ -92,3 +92,20 @@ def test_the_bulk_mode_tasks_get_one_target() -> None:
     assert own.target == BulkModeTarget(conn_id="pg")  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="reboot_policy"):
         pipeline(reboot_policy="sometimes")
+
+
+def test_per_stage_arguments_route_the_staging_and_load_tasks() -> None:
+    dag = pipeline(
+        stage_kwargs={"queue": "staging", "execution_timeout": timedelta(hours=3)},
+        load_kwargs={"pool": "db1", "retries": 5},
+        direct=True,
+    )
+    stage = dag.get_task("load_public_t.stage")
+    load = dag.get_task("load_public_t.load")
+    assert stage.queue == "staging"
+    assert stage.execution_timeout == timedelta(hours=3)
+    assert stage.direct is True  # type: ignore[attr-defined]
+    assert load.partial_kwargs["pool"] == "db1"  # type: ignore[attr-defined]
+    assert load.partial_kwargs["retries"] == 5  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match=r"load_kwargs may not set \['task_id'\]"):
+        pipeline(load_kwargs={"task_id": "other"})
