@@ -27,7 +27,6 @@ from airflow_bulkload.exceptions import (
     RowCountMismatchError,
 )
 from airflow_bulkload.hooks.load_verification import LoadVerificationMixin
-from airflow_bulkload.hooks.table_truth import TableTruthMixin
 from airflow_bulkload.s3io import (
     s3_client,
     s3_error_code,
@@ -52,7 +51,7 @@ def probe_of(spec: ChunkSpec) -> KeyProbe | None:
     return None
 
 
-class BulkLoadHook(TableTruthMixin, LoadVerificationMixin, BaseHook):
+class BulkLoadHook(LoadVerificationMixin, BaseHook):
     """Loads staged chunks into a table exactly once, through the engine's fastest path.
 
     :param conn_id: an Airflow connection of type ``postgres`` or ``mysql``; the dialect follows it.

@@ -8,19 +8,15 @@ key the loaded rows hold twice back to the input's lines (for finalize's error).
 from __future__ import annotations
 
 from contextlib import closing
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from airflow_bulkload.catalog import LedgerEntry, LoadRecord, TableRef
+from airflow_bulkload.catalog import LoadRecord
 from airflow_bulkload.exceptions import LoadVerificationError
+from airflow_bulkload.hooks.table_truth import TableTruthMixin
 from airflow_bulkload.s3io import parse_s3_uri, s3_client
 from airflow_bulkload.staging.manifest import FileFormat, read_manifest
 from airflow_bulkload.staging.origin import records_with_key
 from airflow_bulkload.staging.sources import open_source
-
-if TYPE_CHECKING:
-    from airflow.sdk.types import Logger
-
-    from airflow_bulkload.dialects import Dialect
 
 
 def _few(items: list[str], limit: int = 5) -> str:
@@ -28,21 +24,8 @@ def _few(items: list[str], limit: int = 5) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-class LoadVerificationMixin:
+class LoadVerificationMixin(TableTruthMixin):
     """Verify a load against the table (see the module docstring)."""
-
-    if TYPE_CHECKING:
-        aws_conn_id: str | None
-
-        @property
-        def log(self) -> Logger: ...
-
-        @property
-        def dialect(self) -> Dialect: ...
-
-        def get_conn(self) -> Any: ...
-
-        def _stale_reason(self, conn: Any, ref: TableRef, entry: LedgerEntry) -> str | None: ...
 
     def input_places_of_key(self, manifest_uri: str, key: dict[str, str]) -> list[str]:
         """Where the input staged at ``manifest_uri`` holds records with ``key``: ``file, line N``.

@@ -42,7 +42,7 @@ from airflow_bulkload.s3io import (
     s3_error_code,
 )
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
-from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES, InputFormatError
+from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES, InputFormatError, check_header
 from airflow_bulkload.staging.planning import GZIP_EXPANSION_ESTIMATE, SourceFile
 
 #: bytes read at the start of each object (format and header) and around each cut point
@@ -177,23 +177,7 @@ def plan_direct(
             header = _fields(_first_line(head, gzipped, source.location), fmt)
             if any(name != name.strip() for name in header):
                 raise DirectRefusedError(f"{source.location}'s header names hold spaces at an end")
-            if columns:
-                swapped = [
-                    c for c in columns if c in header and list(columns).index(c) != header.index(c)
-                ]
-                if swapped:
-                    raise InputFormatError(
-                        f"columns={list(columns)} contradicts the header of {source.location} "
-                        f"({header}): {swapped} stand at other positions there. columns renames "
-                        "the header's columns by position; leave it out to map the header by name"
-                    )
-            repeated = sorted({name for name in header if header.count(name) > 1})
-            if repeated:
-                raise InputFormatError(
-                    f"{source.location}: the header names column(s) {repeated} more than once "
-                    f"({header}): columns are mapped by name, so each name must be unique; "
-                    "rename them in the file"
-                )
+            check_header(source.location, header, columns)
             names = list(columns) if columns else header
             if first is None:
                 first = (source.location, names)

@@ -212,12 +212,31 @@ def _refuse_repeated_names(path: Path, fmt: FileFormat, names: Mapping[str, str]
                 escapechar=None if escape == fmt.quote else escape,
             )
             header = [name.lstrip("\ufeff") for name in next(reader, [])]
-    repeated = sorted({name for name in header if header.count(name) > 1})
+    check_header(names.get(str(path), str(path)), header, None)
+
+
+def check_header(where: str, header: Sequence[str], columns: Sequence[str] | None) -> None:
+    """Refuse a header that cannot be mapped by name.
+
+    That is a name given twice, or a ``columns`` list that names one of its columns at another
+    position (``columns`` renames by position).
+    """
+    repeated = sorted({name for name in header if list(header).count(name) > 1})
     if repeated:
         raise InputFormatError(
-            f"{names.get(str(path), str(path))}: the header names column(s) {repeated} more than "
-            f"once ({header}): columns are mapped by name, so each name must be unique; rename "
-            "them in the file"
+            f"{where}: the header names column(s) {repeated} more than once ({list(header)}): "
+            "columns are mapped by name, so each name must be unique; rename them in the file"
+        )
+    swapped = [
+        c
+        for c in columns or ()
+        if c in header and list(columns or ()).index(c) != list(header).index(c)
+    ]
+    if swapped:
+        raise InputFormatError(
+            f"columns={list(columns or ())} contradicts the header of {where} ({list(header)}): "
+            f"{swapped} stand at other positions there. columns renames the header's columns by "
+            "position; leave it out to map the header by name"
         )
 
 
@@ -256,16 +275,7 @@ def _source_by_header(
                 f"(only in {where(path)}: {only_here or '-'}; only in {where(first_path)}: "
                 f"{only_first or '-'}): every file of one input must name the same columns"
             )
-        if columns:
-            swapped = [
-                c for c in columns if c in header and list(columns).index(c) != header.index(c)
-            ]
-            if swapped:
-                raise InputFormatError(
-                    f"columns={list(columns)} contradicts the header of {where(path)} "
-                    f"({header}): {swapped} stand at other positions there. columns renames the "
-                    "header's columns by position; leave it out to map the header by name"
-                )
+        check_header(where(path), header, columns)
     groups: dict[tuple[str, ...], list[Path]] = {}
     for path, header in headers.items():
         groups.setdefault(tuple(header), []).append(path)
