@@ -268,6 +268,8 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
         manifest = read_manifest(s3, spec.manifest_location)
         if manifest is None or not manifest.sources or not manifest.source_format:
             return None
+        # a direct chunk's fields are in its own object's order
+        columns = (spec.columns if spec.is_direct else None) or manifest.columns or []
         with open_chunk_stream(spec, aws_conn_id=None, client=s3) as stream:
             if line is not None:
                 record = read_record(
@@ -280,14 +282,16 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
                 record = record_with_key(
                     stream,  # type: ignore[arg-type]
                     spec.format,
-                    [(manifest.columns or []).index(c) for c in key_columns],
+                    [columns.index(c) for c in key_columns]
+                    if set(key_columns) <= set(columns)
+                    else [],
                     key or "",
                 )
         if record is None:
             return None
         return find_record(
             record,
-            (spec.columns if spec.is_direct else None) or manifest.columns or [],
+            columns,
             manifest.sources,
             staged_format=spec.format,
             source_format=FileFormat.from_dict(manifest.source_format),

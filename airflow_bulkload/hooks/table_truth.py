@@ -190,6 +190,9 @@ class TableTruthMixin:
                 with dialect.transaction(conn):
                     for prefix in prefixes:
                         dialect.delete_load_records(conn, ref, prefix)
+            if reload and mine and dialect.table_is_empty(conn, ref):
+                self._forget_gone(conn, ref, mine, "the table is empty")
+                mine = []
             if reload and mine:
                 key_columns = self._withdraw_key(conn, ref, mine, bucket, s3)
                 for entry in mine:

@@ -236,10 +236,7 @@ class _DirectReader:
         self.first_record: bytes | None = None
         self._tail = b""
         self._done = False
-        self._carry = b""
         self._lines = 0
-        # the stream so far ends with a line end (the header's, or a record's)
-        self._after_line_end = True
         quote = re.escape(self._quote)
         delimiter = re.escape(self._fmt.delimiter.encode())
         # a quote neither after a delimiter/line start/quote nor before a delimiter/line end/quote
@@ -262,27 +259,45 @@ class _DirectReader:
         if self._offset == 0 and data.startswith(_BOM):
             data = data[len(_BOM) :]
         if self._spec.skip_header:
-            while True:
-                end = data.find(b"\n")
-                while end >= 0 and data[:end].count(self._quote) % 2:
-                    end = data.find(b"\n", end + 1)  # a line end inside a quoted header name
-                if end >= 0:
-                    data = data[end + 1 :]
-                    break
+            # the first physical line, as planning read the header from it
+            while (end := data.find(b"\n")) < 0:
+                if len(data) > MAX_RECORD_BYTES:
+                    raise ChunkLoadError(
+                        self._spec.uri,
+                        f"the header line is longer than {MAX_RECORD_BYTES // 2**20} MB",
+                        line=1,
+                        expected="a header line",
+                    )
                 more = self._raw.read(READ_BUFFER_BYTES)
-                if not more or len(data) > MAX_RECORD_BYTES:
-                    data = b""  # a header alone
-                    break
+                if not more:
+                    break  # a header alone
                 data += more
+            data = data[end + 1 :] if end >= 0 else b""
         self._pending = data
+
+    def _next_lines(self, size: int) -> bytes:
+        """The next whole lines of the stream (the last one may lack its line end).
+
+        Every block handed on so starts at a line start: empty lines and quotes are judged
+        within it.
+        """
+        data = self._pending or self._raw.read(size)
+        self._pending = b""
+        while data and not data.endswith(b"\n"):
+            at = data.rfind(b"\n")
+            if at >= 0:
+                self._pending = data[at + 1 :]
+                return data[: at + 1]
+            more = self._raw.read(size)
+            if not more:
+                return data  # the last line, without a line end
+            data += more
+        return data
 
     def read(self, size: int = READ_BUFFER_BYTES) -> bytes:
         if self._pending is None:
             self._start()
-        if self._pending:
-            data, self._pending = self._pending[:size], self._pending[size:]
-        else:
-            data = self._raw.read(size)
+        data = self._next_lines(size)
         if not data:
             self._finish()
             return b""
@@ -298,24 +313,20 @@ class _DirectReader:
         An empty line is a line end that follows a line end outside a quoted value: the quotes
         before it are even in number (inside a quoted value, an empty line is data).
         """
-        blank_start = self._after_line_end and data[:1] in (b"\n", b"\r")
-        if not (blank_start or b"\n\n" in data or b"\n\r\n" in data):
-            self._after_line_end = data.endswith(b"\n")
-            return data
+        if not (data.startswith((b"\n", b"\r\n")) or b"\n\n" in data or b"\n\r\n" in data):
+            return data  # blocks start at a line start (see _next_lines)
         quotes = self._quotes
         kept: list[bytes] = []
         start = 0
         at = data.find(b"\n")
         while at >= 0:
             line = data[start : at + 1]
-            empty = line in (b"\n", b"\r\n") and (start > 0 or self._after_line_end)
-            if not (empty and quotes % 2 == 0):  # an empty line between records is dropped
+            if not (line in (b"\n", b"\r\n") and quotes % 2 == 0):  # empty between records
                 kept.append(line)
             quotes += line.count(self._quote)
             start = at + 1
             at = data.find(b"\n", start)
         kept.append(data[start:])
-        self._after_line_end = start == len(data)
         return b"".join(kept)
 
     def _inspect(self, data: bytes) -> None:
@@ -331,6 +342,7 @@ class _DirectReader:
         self._quotes += data.count(self._quote)
         if self._quote in data:
             self._refuse_stray_quote(data)
+        self._lines += data.count(b"\n")
         if self.first_record is None and len(self._head) <= MAX_RECORD_BYTES:
             self._head += data
             end = self._head.find(b"\n")
@@ -345,28 +357,22 @@ class _DirectReader:
         COPY would read it as the start of a quoted part and merge records silently; staging
         reads it literally. A quote is well placed when it may open a value (after a delimiter
         or at a line start) or close one (before a delimiter or a line end); a doubled quote is
-        its own escape. The last two bytes carry over, so a quote at a block's end is judged
-        with what follows it.
+        its own escape. Blocks start at a line start, so a block's first byte is a value's.
         """
-        text = self._carry + data
-        for match in self._stray.finditer(text):
-            if match.start() == 0:
-                continue  # the stream's first byte (a value's start), or judged with its block
-            if match.end() >= len(text):
-                continue  # what follows is in the next block: judged there
-            line = self._lines + text[: match.start()].count(b"\n") - self._carry.count(b"\n") + 1
+        for match in self._stray.finditer(data):
+            if match.start() == 0 or match.end() >= len(data):
+                continue  # a line's first byte, or the stream's last
+            line = self._lines + data[: match.start()].count(b"\n") + 1
             line += 1 if self._spec.skip_header else 0  # the object's line when it starts there
             raise ChunkLoadError(
                 self._spec.uri,
                 f"a quote inside an unquoted value (it starts "
-                f"{text[max(0, match.start() - 20) : match.start() + 20]!r}): PostgreSQL's COPY "
+                f"{data[max(0, match.start() - 20) : match.start() + 20]!r}): PostgreSQL's COPY "
                 "would read it as the start of a quoted value and merge records. Quote that value "
                 "in the input, or load it staged (direct=False), which reads the quote as text",
                 line=line,
                 expected="quotes only around whole values",
             )
-        self._lines += data.count(b"\n")
-        self._carry = text[-2:]
 
     def _finish(self) -> None:
         if self._done:

@@ -41,12 +41,14 @@ class _Raw(io.RawIOBase):
 
     def __init__(self, inner: BinaryIO) -> None:
         self._inner = inner
+        self._left = b""  # what a read handed out beyond the buffer (whole-line readers do)
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        data = self._inner.read(len(buffer))
+        data = self._left or self._inner.read(len(buffer))
+        data, self._left = data[: len(buffer)], data[len(buffer) :]
         buffer[: len(data)] = data
         return len(data)
 
@@ -149,7 +151,7 @@ def find_record(
                 header = next(reader, None)
                 if header is None:
                     continue
-                where = {name: i for i, name in enumerate(header)}
+                where = {name.lstrip("\ufeff"): i for i, name in enumerate(header)}
                 if set(columns) <= set(where):
                     positions = [where[name] for name in columns]
             start = reader.line_num + 1  # type: ignore[attr-defined]

@@ -390,3 +390,15 @@ def test_composite_text_and_date_keys_with_awkward_values_are_probed(
     any_db.query("TRUNCATE TABLE notes")
     assert not any(r.skipped for r in run_load(hook, staged))
     assert any_db.query("SELECT count(*) FROM notes") == [(400,)]
+
+
+def test_reload_of_a_keyless_table_emptied_since_loads_it_once(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, source: Path
+) -> None:
+    """Nothing to take back from an empty table: the reload drops the entries and loads."""
+    hook, staged = loaded(any_db, moto_server, s3_bucket, source, key=False)
+    any_db.query("TRUNCATE TABLE notes")
+
+    run_load(hook, staged, reload=True)
+
+    assert ids(any_db) == list(range(1, ROWS + 1))
