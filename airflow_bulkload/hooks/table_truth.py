@@ -254,11 +254,21 @@ class TableTruthMixin:
         A reload from the UI with a time of day reads the same files, and replaces their rows too
         rather than loading them a second time.
         """
-        fingerprint = current_key.rstrip("/").rsplit("/", 1)[-1]
         table_key = load_key.rstrip("/").rsplit("/", 1)[0] + "/"
+        return self._same_input_outside(conn, ref, current_key, load_key, table_key)
+
+    def _same_input_outside(
+        self, conn: Any, ref: TableRef, current_key: str, load_key: str, under: str
+    ) -> list[LedgerEntry]:
+        """Ledger entries under ``under`` of the input staged at ``current_key``, elsewhere.
+
+        The input is told by its fingerprint (the staging prefix's last part); entries under this
+        load's own prefix ``load_key`` are left out.
+        """
+        fingerprint = current_key.rstrip("/").rsplit("/", 1)[-1]
         return [
             e
-            for e in self.dialect.ledger_entries(conn, ref, table_key)
+            for e in self.dialect.ledger_entries(conn, ref, under)
             if not e.chunk_key.startswith(load_key)
             and e.chunk_key.rsplit("/", 2)[-2] == fingerprint
         ]
@@ -438,8 +448,7 @@ class TableTruthMixin:
         elsewhere = sorted(
             {
                 e.chunk_key.rsplit("/", 1)[0]
-                for e in self.dialect.ledger_entries(conn, ref, "")
-                if f"/{fingerprint}/" in f"/{e.chunk_key}" and not e.chunk_key.startswith(load_key)
+                for e in self._same_input_outside(conn, ref, current_key, load_key, "")
             }
         )
         if not elsewhere:

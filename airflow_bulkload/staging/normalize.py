@@ -7,9 +7,6 @@ spilling to ``temp_directory`` within ``memory_limit``.
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +17,7 @@ import duckdb
 
 from airflow_bulkload.exceptions import BulkLoadError, InvalidFileFormatError
 from airflow_bulkload.staging.manifest import FileFormat
+from airflow_bulkload.staging.origin import header_of
 from airflow_bulkload.staging.planning import STAGED_FORMAT
 
 #: DuckDB's CSV reader refuses longer records (its default is 2 MB). Its read buffer must hold a
@@ -201,17 +199,7 @@ def _file_header(con: Any, path: Path, fmt: FileFormat, names: Mapping[str, str]
 def _refuse_repeated_names(path: Path, fmt: FileFormat, names: Mapping[str, str]) -> None:
     """A header naming a column twice cannot be mapped by name (DuckDB would invent a name)."""
     with path.open("rb") as raw:
-        opened: Any = gzip.GzipFile(fileobj=raw) if raw.peek(2)[:2] == b"\x1f\x8b" else raw
-        with io.TextIOWrapper(opened, encoding=fmt.python_encoding, errors="replace") as text:
-            escape = fmt.effective_escape
-            reader = csv.reader(
-                text,
-                delimiter=fmt.delimiter,
-                quotechar=fmt.quote,
-                doublequote=escape == fmt.quote,
-                escapechar=None if escape == fmt.quote else escape,
-            )
-            header = [name.lstrip("\ufeff") for name in next(reader, [])]
+        header = header_of(raw, fmt)
     check_header(names.get(str(path), str(path)), header, None)
 
 

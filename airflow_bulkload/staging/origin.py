@@ -53,12 +53,16 @@ class _Raw(io.RawIOBase):
         return len(data)
 
 
-def _text(raw: BinaryIO, encoding: str) -> io.TextIOWrapper:
+def _decompressed(raw: BinaryIO) -> io.BufferedIOBase:
+    """``raw`` as its bytes read, gunzipped when it is gzip (told by its first two bytes)."""
     buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(_Raw(raw))
-    stream: io.BufferedIOBase = buffered
     if buffered.peek(2)[:2] == b"\x1f\x8b":
-        stream = gzip.GzipFile(fileobj=buffered, mode="rb")
-    return io.TextIOWrapper(stream, encoding=encoding, errors="replace", newline="")  # type: ignore[arg-type]
+        return gzip.GzipFile(fileobj=buffered, mode="rb")
+    return buffered
+
+
+def _text(raw: BinaryIO, encoding: str) -> io.TextIOWrapper:
+    return io.TextIOWrapper(_decompressed(raw), encoding=encoding, errors="replace", newline="")  # type: ignore[arg-type]
 
 
 def _reader(text: io.TextIOWrapper, fmt: FileFormat) -> Iterator[list[str]]:
@@ -71,6 +75,13 @@ def _reader(text: io.TextIOWrapper, fmt: FileFormat) -> Iterator[list[str]]:
         escapechar=None if escape == fmt.quote else escape,
         strict=False,
     )
+
+
+def header_of(raw: BinaryIO, fmt: FileFormat) -> list[str]:
+    """A file's first record: its header's names, a BOM taken off the first one."""
+    csv.field_size_limit(max(csv.field_size_limit(), 64 * 1024 * 1024))
+    with _text(raw, codecs.lookup(fmt.python_encoding).name) as text:
+        return [name.lstrip("\ufeff") for name in next(_reader(text, fmt), [])]
 
 
 def read_record(
@@ -171,10 +182,7 @@ def find_nul(sources: Sequence[str], open_source: SourceOpener) -> SourceLine | 
     """The first input file and line holding a NUL byte, reading each file as stored."""
     for source in sources:
         with open_source(source) as raw:
-            buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(_Raw(raw))
-            stream: io.BufferedIOBase = buffered
-            if buffered.peek(2)[:2] == b"\x1f\x8b":
-                stream = gzip.GzipFile(fileobj=buffered, mode="rb")
+            stream = _decompressed(raw)
             lines = 0
             while block := stream.read(1024 * 1024):
                 at = block.find(b"\0")
