@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from airflow_bulkload.exceptions import InvalidIdentifierError
 
@@ -309,6 +309,19 @@ def check_unchanged(
         "rows, leave this date as it is (or load the input without those keys); to put the "
         "chunk's values back, delete the rows with its keys by hand, then run again"
     )
+
+
+class TableState(TypedDict):
+    """What prepare saved for (table, load id), as the state table holds it.
+
+    ``status`` (``saved``, ``prepared``, ``done``), the ``saved`` catalog snapshot, the names
+    ``dropped`` so far and the drop ``decision``.
+    """
+
+    status: str
+    saved: dict[str, Any]
+    dropped: list[str]
+    decision: dict[str, Any]
 
 
 @dataclass(frozen=True)

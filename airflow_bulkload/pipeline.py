@@ -260,12 +260,16 @@ def bulk_load_table(
             ),
         )
         manifest_uri = PlainXComArg(stage, key=MANIFEST_URI_XCOM_KEY)
+        # what every task after staging is given: the table, its connections, the manifest
+        staged: dict[str, Any] = {
+            "table": table,
+            "conn_id": conn_id,
+            "aws_conn_id": aws_conn_id,
+            "manifest": manifest_uri,
+        }
         preflight = PreflightCheckOperator(
             task_id="preflight",
-            table=table,
-            conn_id=conn_id,
-            aws_conn_id=aws_conn_id,
-            manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
+            **staged,
             db_instance_identifier=rds_instance,
             db_cluster_identifier=rds_cluster,
             vcpus=vcpus,
@@ -278,13 +282,7 @@ def bulk_load_table(
             **timing,
         )
         withdraw = WithdrawSupersededChunksOperator(
-            task_id="withdraw_superseded",
-            table=table,
-            conn_id=conn_id,
-            aws_conn_id=aws_conn_id,
-            manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
-            reload=reload,
-            **timing,
+            task_id="withdraw_superseded", reload=reload, **staged, **timing
         )
         claim = ClaimTableOperator(
             task_id="claim_table",
@@ -298,16 +296,13 @@ def bulk_load_table(
 
         prepare = PrepareTableOperator(
             task_id="prepare_table",
-            table=table,
-            conn_id=conn_id,
             # an explicit argument wins over pre-flight's advice
             drop_indexes=drop_indexes
             if isinstance(drop_indexes, bool)
             else preflight.planned("drop_indexes"),  # type: ignore[arg-type]  # resolves to a bool
             drop_primary_key=drop_primary_key,
-            manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
-            aws_conn_id=aws_conn_id,
             claim_timeout=table_claim_timeout.total_seconds(),
+            **staged,
             **timing,
         )
         load = LoadChunkOperator.partial(
@@ -334,10 +329,8 @@ def bulk_load_table(
         ).expand(chunk=stage.output)
         finalize = FinalizeTableOperator(
             task_id="finalize_table",
-            table=table,
-            conn_id=conn_id,
             parallelism=preflight.planned("index_build_parallelism"),  # type: ignore[arg-type]  # an int
-            manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
+            **staged,
             **timing,
         )
         checkpoint = CheckpointOperator(task_id="checkpoint", conn_id=conn_id, **timing)
@@ -386,12 +379,9 @@ def bulk_load_table(
         }
         report = LoadReportOperator(
             task_id="report",
-            table=table,
             load_task_id=load.task_id,
             stage_task_ids=stages,
-            conn_id=conn_id,
-            manifest=manifest_uri,  # type: ignore[arg-type]  # an XComArg, resolved at run time
-            aws_conn_id=aws_conn_id,
+            **staged,
             outlets=list(outlets or []),
             # an empty input maps no load task, which skips finalize and checkpoint: the report
             # still runs and says "0 rows, input empty"; after a failure it does not

@@ -19,6 +19,7 @@ from airflow_bulkload.catalog import (
     ServerFacts,
     TableInfo,
     TableRef,
+    TableState,
     check_identifier,
 )
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
@@ -301,20 +302,12 @@ class TablePrep(abc.ABC):
         """
 
     @abc.abstractmethod
-    def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> dict[str, Any] | None:
-        """``{"status", "saved", "dropped", "decision"}`` for (table, load id), or ``None``."""
+    def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> TableState | None:
+        """The saved state of (table, load id), or ``None``."""
 
     @abc.abstractmethod
     def write_table_state(
-        self,
-        conn: Any,
-        table: TableRef,
-        load_id: str,
-        *,
-        status: str,
-        saved: dict[str, Any],
-        dropped: list[str],
-        decision: dict[str, Any],
+        self, conn: Any, table: TableRef, load_id: str, state: TableState
     ) -> None:
         """Insert or replace the saved state of (table, load id)."""
 

@@ -25,7 +25,7 @@ from contextlib import closing, contextmanager
 from dataclasses import replace
 from typing import Any
 
-from airflow_bulkload.catalog import TableRef
+from airflow_bulkload.catalog import TableRef, TableState
 from airflow_bulkload.exceptions import (
     DuplicateKeyError,
     ForeignKeyViolationError,
@@ -124,15 +124,10 @@ class TableStateHook(TableRebuildMixin, BulkLoadHook):
                 decision = replace(decision, ledger_rows_before=dialect.ledger_rows(conn, ref))
                 saved = dialect.table_snapshot(conn, ref)
                 with dialect.transaction(conn):
-                    dialect.write_table_state(
-                        conn,
-                        ref,
-                        load_id,
-                        status=STATUS_SAVED,
-                        saved=saved,
-                        dropped=[],
-                        decision=decision.to_dict(),
+                    fresh = TableState(
+                        status=STATUS_SAVED, saved=saved, dropped=[], decision=decision.to_dict()
                     )
+                    dialect.write_table_state(conn, ref, load_id, fresh)
                 self.log.info(
                     "%s: saved %d index(es) %s, %d foreign key(s) %s, reloptions %s (load %s)",
                     ref,
@@ -200,7 +195,7 @@ class TableStateHook(TableRebuildMixin, BulkLoadHook):
         holder: str,
         timeout: float,
         poll: float,
-    ) -> dict[str, Any] | None:
+    ) -> TableState | None:
         """Take the table's durable claim (waiting up to ``timeout`` s) and read the state."""
         dialect = self.dialect
         deadline = time.monotonic() + timeout
@@ -351,7 +346,7 @@ class TableStateHook(TableRebuildMixin, BulkLoadHook):
         }
 
     def _take_back_load(
-        self, conn: Any, ref: TableRef, state: dict[str, Any], error: TableStateError
+        self, conn: Any, ref: TableRef, state: TableState, error: TableStateError
     ) -> bool:
         """Restore after the load's own rows broke a unique key or foreign key it had dropped.
 

@@ -5,17 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_bulkload.exceptions import ChunkConflictError, ChunkLoadError
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook, ChunkResult
 from airflow_bulkload.knobs import parse_optional_int
+from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 
 
-class LoadChunkOperator(BaseOperator):
+class LoadChunkOperator(TableTaskOperator):
     """Load one chunk described by a manifest entry into ``table``, exactly once.
 
     Meant to be mapped over the staging task's chunk list::
@@ -68,11 +69,8 @@ class LoadChunkOperator(BaseOperator):
         max_concurrent_loads: int | str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self.table = table
+        super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
         self.chunk = chunk
-        self.conn_id = conn_id
-        self.aws_conn_id = aws_conn_id
         self.method = method
         self.columns = columns
         self.file_format = file_format
@@ -94,7 +92,7 @@ class LoadChunkOperator(BaseOperator):
         validate_or_fail(self.validate)
         spec = ChunkSpec.from_dict(self.chunk)
         load_id = self.load_id or f"{context['dag'].dag_id}/{context['run_id']}"
-        hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
+        hook = self.bulk_load_hook()
         try:
             result = self._load(hook, spec, load_id)
         except (ChunkLoadError, ChunkConflictError) as exc:

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context, XComArg
+from airflow.sdk import Context, XComArg
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
 from airflow_bulkload.advice import (
@@ -19,7 +19,7 @@ from airflow_bulkload.advice import (
 )
 from airflow_bulkload.advice.models import AUTO, FailOn, LoadPlan, failing_severities
 from airflow_bulkload.exceptions import PreflightFailedError
-from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.s3io import s3_client
 from airflow_bulkload.staging.manifest import read_manifest
@@ -35,7 +35,7 @@ def plan_xcom_key(knob: str) -> str:
     return f"plan_{knob}"
 
 
-class PreflightCheckOperator(BaseOperator):
+class PreflightCheckOperator(TableTaskOperator):
     """Report what will make the load slow or risky, with a recommended plan.
 
     Read the target table (and, when given, the staged input and the RDS instance); each finding
@@ -124,10 +124,7 @@ class PreflightCheckOperator(BaseOperator):
         ignore_rules: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self.table = table
-        self.conn_id = conn_id
-        self.aws_conn_id = aws_conn_id
+        super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
         self.manifest = manifest
         self.input_bytes = input_bytes
         self.input_rows = input_rows
@@ -166,7 +163,7 @@ class PreflightCheckOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
-        hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
+        hook = self.bulk_load_hook()
         table_info = hook.describe_table(self.table)
         server = hook.server_facts()
         self.log.info(

@@ -7,7 +7,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
+
+from airflow_bulkload.operators.base import TableTaskOperator
 
 #: XCom keys the pipeline's timing hooks push on every stage task
 STARTED_AT_KEY = "bulkload_started_at"
@@ -126,7 +128,7 @@ def markdown_report(summary: Mapping[str, Any], chunk_results: Sequence[Mapping[
     return "\n".join(lines)
 
 
-class LoadReportOperator(BaseOperator):
+class LoadReportOperator(TableTaskOperator):
     """Collect a table load's per-chunk results and stage timings into one summary.
 
     First it checks that the table holds what the summary claims.
@@ -161,13 +163,11 @@ class LoadReportOperator(BaseOperator):
         aws_conn_id: str | None = "aws_default",
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self.table = table
+        # no connection (""): the report sums the load tasks' results without checking the table
+        super().__init__(table=table, conn_id=conn_id or "", aws_conn_id=aws_conn_id, **kwargs)
         self.load_task_id = load_task_id
         self.stage_task_ids = stage_task_ids
-        self.conn_id = conn_id
         self.manifest = manifest
-        self.aws_conn_id = aws_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         ti = context["ti"]
@@ -187,9 +187,7 @@ class LoadReportOperator(BaseOperator):
             checkpoint = ti.xcom_pull(task_ids=self.stage_task_ids["checkpoint"])
             summary["checkpoint"] = checkpoint if isinstance(checkpoint, str) else None
         if self.conn_id and self.manifest:
-            from airflow_bulkload.hooks.bulk_load import BulkLoadHook
-
-            hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
+            hook = self.bulk_load_hook()
             load_id = f"{context['dag'].dag_id}/{context['run_id']}"
             summary["verification"] = hook.verify_load(self.table, self.manifest, load_id=load_id)
         else:

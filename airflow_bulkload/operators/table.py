@@ -32,20 +32,25 @@ from airflow_bulkload.knobs import (
     parse_optional_int,
     parse_parallelism,
 )
+from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import validate_or_fail
 
 
-class _TableOperator(BaseOperator):
-    """Shared: the table, its connection and the load id."""
+class _TableOperator(TableTaskOperator):
+    """Shared: the table, its connections and the load id."""
 
     ui_color = "#e8e0f5"
 
     def __init__(
-        self, *, table: str, conn_id: str, load_id: str | None = None, **kwargs: Any
+        self,
+        *,
+        table: str,
+        conn_id: str,
+        load_id: str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self.table = table
-        self.conn_id = conn_id
+        super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
         self.load_id = load_id
 
     def resolved_load_id(self, context: Context) -> str:
@@ -55,7 +60,7 @@ class _TableOperator(BaseOperator):
         return default_load_id(context["dag"].dag_id, self.table, when)
 
     def hook(self) -> TableStateHook:
-        return TableStateHook(conn_id=self.conn_id)
+        return TableStateHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
 
 
 class ClaimTableOperator(_TableOperator):
@@ -162,14 +167,15 @@ class PrepareTableOperator(_TableOperator):
         claim_timeout: float = 0.0,
         **kwargs: Any,
     ) -> None:
-        super().__init__(table=table, conn_id=conn_id, load_id=load_id, **kwargs)
+        super().__init__(
+            table=table, conn_id=conn_id, load_id=load_id, aws_conn_id=aws_conn_id, **kwargs
+        )
         self.drop_indexes = drop_indexes
         self.drop_primary_key = drop_primary_key
         self.drop_foreign_keys = drop_foreign_keys
         self.drop_unique_indexes = drop_unique_indexes
         self.incoming_bytes = incoming_bytes
         self.manifest = manifest
-        self.aws_conn_id = aws_conn_id
         self.claim_timeout = claim_timeout
 
     def validate(self) -> None:
@@ -251,6 +257,7 @@ class FinalizeTableOperator(_TableOperator):
     :param analyze: run ANALYZE (PostgreSQL) / ANALYZE TABLE (MySQL) at the end.
     :param manifest: the staged input's ``manifest.json`` URI (templated); with it, a duplicate
         key is also looked up in the input files and the error names the lines holding it.
+    :param aws_conn_id: AWS connection to read the manifest and the input files.
     """
 
     template_fields: Sequence[str] = (
@@ -271,9 +278,12 @@ class FinalizeTableOperator(_TableOperator):
         load_id: str | None = None,
         analyze: bool = True,
         manifest: str | None = None,
+        aws_conn_id: str | None = "aws_default",
         **kwargs: Any,
     ) -> None:
-        super().__init__(table=table, conn_id=conn_id, load_id=load_id, **kwargs)
+        super().__init__(
+            table=table, conn_id=conn_id, load_id=load_id, aws_conn_id=aws_conn_id, **kwargs
+        )
         self.parallelism = parallelism
         self.maintenance_work_mem = maintenance_work_mem
         self.analyze = analyze

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 
-from airflow_bulkload.hooks.bulk_load import BulkLoadHook
 from airflow_bulkload.knobs import parse_flag
+from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import validate_or_fail
 
 
-class WithdrawSupersededChunksOperator(BaseOperator):
+class WithdrawSupersededChunksOperator(TableTaskOperator):
     """Before loading a staged input, make the chunk ledger agree with the table.
 
     With :meth:`~airflow_bulkload.hooks.BulkLoadHook.reconcile`: take back what an earlier attempt
@@ -54,11 +54,8 @@ class WithdrawSupersededChunksOperator(BaseOperator):
         load_id: str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self.table = table
-        self.conn_id = conn_id
+        super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
         self.manifest = manifest
-        self.aws_conn_id = aws_conn_id
         self.reload = reload
         self.load_id = load_id
 
@@ -73,7 +70,7 @@ class WithdrawSupersededChunksOperator(BaseOperator):
         validate_or_fail(self.validate)
         reload = bool(parse_flag(self.reload, "reload"))
         load_id = self.load_id or f"{context['dag'].dag_id}/{context['run_id']}"
-        hook = BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
+        hook = self.bulk_load_hook()
         result = hook.reconcile(self.table, self.manifest, reload=reload, load_id=load_id)
         if reload:
             self.log.info(

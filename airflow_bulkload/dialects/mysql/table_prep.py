@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from airflow_bulkload.catalog import TableRef
+from airflow_bulkload.catalog import TableRef, TableState
 from airflow_bulkload.dialects.mysql.quoting import quote_identifier, quote_table
 from airflow_bulkload.dialects.mysql.session import (
     MySqlSession,
@@ -84,7 +84,7 @@ class MySqlTablePrep(MySqlSession):
         conn.commit()  # end the read's snapshot
         return None if row is None else dict(json.loads(row[0]))
 
-    def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> dict[str, Any] | None:
+    def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> TableState | None:
         row = _fetch_one(
             conn,
             "SELECT `status`, `saved`, `dropped`, `decision` "  # noqa: S608 (quoted)
@@ -93,23 +93,15 @@ class MySqlTablePrep(MySqlSession):
         )
         if row is None:
             return None
-        return {
-            "status": str(row[0]),
-            "saved": json.loads(row[1]),
-            "dropped": json.loads(row[2]),
-            "decision": json.loads(row[3]),
-        }
+        return TableState(
+            status=str(row[0]),
+            saved=json.loads(row[1]),
+            dropped=json.loads(row[2]),
+            decision=json.loads(row[3]),
+        )
 
     def write_table_state(
-        self,
-        conn: Any,
-        table: TableRef,
-        load_id: str,
-        *,
-        status: str,
-        saved: dict[str, Any],
-        dropped: list[str],
-        decision: dict[str, Any],
+        self, conn: Any, table: TableRef, load_id: str, state: TableState
     ) -> None:
         _execute(
             conn,
@@ -120,10 +112,10 @@ class MySqlTablePrep(MySqlSession):
                 self._state_id(table, load_id),
                 str(table),
                 load_id,
-                status,
-                json.dumps(saved),
-                json.dumps(dropped),
-                json.dumps(decision),
+                state["status"],
+                json.dumps(state["saved"]),
+                json.dumps(state["dropped"]),
+                json.dumps(state["decision"]),
             ),
         )
 

@@ -12,7 +12,7 @@ from psycopg import errors as pg_errors
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from airflow_bulkload.catalog import TableRef
+from airflow_bulkload.catalog import TableRef, TableState
 from airflow_bulkload.dialects.postgres.migrations import _S
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
 from airflow_bulkload.exceptions import (
@@ -68,7 +68,7 @@ class PostgresTablePrep(PostgresSession):
             row = cur.fetchone()
         return None if row is None else dict(row[0])
 
-    def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> dict[str, Any] | None:
+    def read_table_state(self, conn: Any, table: TableRef, load_id: str) -> TableState | None:
         row = conn.execute(
             sql.SQL(
                 "SELECT status, saved, dropped, decision FROM {s}.table_state"
@@ -78,18 +78,10 @@ class PostgresTablePrep(PostgresSession):
         ).fetchone()
         if row is None:
             return None
-        return {"status": row[0], "saved": row[1], "dropped": row[2], "decision": row[3]}
+        return TableState(status=row[0], saved=row[1], dropped=row[2], decision=row[3])
 
     def write_table_state(
-        self,
-        conn: Any,
-        table: TableRef,
-        load_id: str,
-        *,
-        status: str,
-        saved: dict[str, Any],
-        dropped: list[str],
-        decision: dict[str, Any],
+        self, conn: Any, table: TableRef, load_id: str, state: TableState
     ) -> None:
         conn.execute(
             sql.SQL(
@@ -99,7 +91,14 @@ class PostgresTablePrep(PostgresSession):
                 " dropped = EXCLUDED.dropped, decision = EXCLUDED.decision,"
                 " created_at = now(), updated_at = now()"
             ).format(s=_S),
-            (str(table), load_id, status, Jsonb(saved), Jsonb(dropped), Jsonb(decision)),
+            (
+                str(table),
+                load_id,
+                state["status"],
+                Jsonb(state["saved"]),
+                Jsonb(state["dropped"]),
+                Jsonb(state["decision"]),
+            ),
         )
 
     def set_table_state_status(
