@@ -72,6 +72,10 @@ class PreflightFailedError(BulkLoadError):
     """Pre-flight found problems at a severity the DAG author chose to fail on."""
 
 
+class LoadSlotsBusyError(BulkLoadError, TimeoutError):
+    """Every load slot of the table stayed held by other loads for the whole wait."""
+
+
 class TableClaimedError(BulkLoadError):
     """Another load holds the table's prepare/finalize claim; the message names the holder."""
 

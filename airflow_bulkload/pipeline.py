@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import Asset, Context, Param, TaskGroup
+from airflow.sdk import Asset, Context, Param, TaskGroup, conf
 from airflow.sdk.definitions.taskgroup import TaskGroup as _TaskGroup
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
@@ -135,6 +135,7 @@ def bulk_load_table(
     quoted_newlines: bool = True,
     stage_kwargs: dict[str, Any] | None = None,
     load_kwargs: dict[str, Any] | None = None,
+    deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
 ) -> TaskGroup:
     """Build the task group that bulk loads ``source`` into ``table`` (see the module docstring).
 
@@ -179,7 +180,7 @@ def bulk_load_table(
     :param load_retries: retries of each chunk load (safe: the ledger makes them exactly-once).
         Bad data fails a chunk at once, without retries; retries are for lost connections.
     :param load_retry_delay: wait before a chunk load's retry.
-    :param table_claim_timeout: how long ``prepare_table`` waits while another load (a backfill
+    :param table_claim_timeout: how long ``claim_table`` waits while another load (a backfill
         beside the nightly run, say) holds the table, before failing with the holder's name.
     :param outlets: Assets the load updates (on the report task, which runs when it succeeded).
     :param reboot_policy: RDS bulk mode: ``"never"`` (default) or ``"allowed"``.
@@ -207,6 +208,9 @@ def bulk_load_table(
         "staging", "executor_config": {...}}`` to route it to workers with the disk (see
         docs/scaling.md); they win over the pipeline's own, except the task's identity.
     :param load_kwargs: the same for the mapped ``load`` tasks, e.g. ``{"pool": "db1"}``.
+    :param deferrable: the long waits (the table claim held by another load, a free load slot,
+        an RDS parameter change) run in the triggerer and hold no worker slot; needs a running
+        ``airflow triggerer``. Default: ``[operators] default_deferrable``.
     """
     if method not in LOAD_METHODS:
         raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
@@ -289,6 +293,7 @@ def bulk_load_table(
             table=table,
             conn_id=conn_id,
             claim_timeout=table_claim_timeout.total_seconds(),
+            deferrable=deferrable,
             **timing,
         )
         # claim first: a load waiting for the table must not hold the server in bulk mode
@@ -316,6 +321,7 @@ def bulk_load_table(
                     "max_concurrent_loads": parallelism
                     if isinstance(parallelism, int)
                     else preflight.planned("parallelism"),  # resolves to an int
+                    "deferrable": deferrable,
                     "retries": load_retries,
                     "retry_delay": load_retry_delay,
                     "max_active_tis_per_dagrun": parallelism
@@ -356,6 +362,7 @@ def bulk_load_table(
                 "target": bulk_target,
                 "settings": bulk_mode if isinstance(bulk_mode, dict) else None,
                 "reboot_policy": reboot_policy,
+                "deferrable": deferrable,
             }
             enter = EnterBulkModeOperator(task_id="enter_bulk_mode", **bulk, **timing)
             exit_ = ExitBulkModeOperator(

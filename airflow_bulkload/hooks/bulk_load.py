@@ -24,6 +24,7 @@ from airflow_bulkload.dialects import Dialect, dialect_for
 from airflow_bulkload.exceptions import (
     ChunkConflictError,
     ChunkLoadError,
+    LoadSlotsBusyError,
     RowCountMismatchError,
 )
 from airflow_bulkload.hooks.load_verification import LoadVerificationMixin
@@ -364,6 +365,24 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
             expected="the chunk exactly as staging wrote it",
         )
 
+    def load_slot_free(self, table: str, slots: int) -> bool:
+        """Whether one of ``table``'s ``slots`` load slots is free now (taken and let go at once).
+
+        The deferred load's trigger asks this; the load then takes a slot for real, and waits
+        again if another load was quicker.
+        """
+        dialect = self.dialect
+        with closing(self.get_conn()) as conn:
+            ref = dialect.qualified_name(conn, dialect.table_ref(table))
+            for slot in range(slots):
+                taken = dialect.try_acquire_load_slot(conn, ref, slot)
+                if taken:
+                    dialect.release_load_slot(conn, ref, slot)
+                conn.commit()
+                if taken:
+                    return True
+        return False
+
     @contextmanager
     def _load_slot(
         self, conn: Any, table: TableRef, slots: int | None, timeout: float
@@ -384,8 +403,8 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
             conn.commit()  # the slot is session-scoped; the load's transaction starts afresh
             if slot is not None:
                 break
-            if time.monotonic() > deadline:
-                raise TimeoutError(
+            if time.monotonic() >= deadline:
+                raise LoadSlotsBusyError(
                     f"no free load slot for {table} after {timeout:.0f} s: {slots} other loads "
                     "still hold them"
                 )

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
-from typing import Any
+from datetime import timedelta
+from typing import Any, NoReturn
 
-from airflow.sdk import Context
+from airflow.sdk import Context, conf
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_bulkload.exceptions import ChunkConflictError, ChunkLoadError
+from airflow_bulkload.exceptions import (
+    BulkLoadError,
+    ChunkConflictError,
+    ChunkLoadError,
+    LoadSlotsBusyError,
+)
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook, ChunkResult
 from airflow_bulkload.knobs import parse_optional_int
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
+from airflow_bulkload.triggers.db_waits import LoadSlotFreeTrigger
 
 
 class LoadChunkOperator(TableTaskOperator):
@@ -42,6 +50,10 @@ class LoadChunkOperator(TableTaskOperator):
         and a killed worker's slot frees itself). An int, or its text from a template; the
         pipeline passes the pre-flight plan's parallelism (``preflight.planned("parallelism")``).
         ``None``: no limit beyond Airflow's own.
+    :param slot_wait_timeout: seconds to wait for a load slot before failing (default 6 h).
+    :param deferrable: wait for a load slot in the triggerer (:class:`~airflow_bulkload.triggers.
+        db_waits.LoadSlotFreeTrigger`), so a waiting load holds no worker slot.
+    :param poll_interval: seconds between the deferred wait's checks.
     """
 
     template_fields: Sequence[str] = (
@@ -67,6 +79,9 @@ class LoadChunkOperator(TableTaskOperator):
         file_format: dict[str, Any] | None = None,
         load_id: str | None = None,
         max_concurrent_loads: int | str | None = None,
+        slot_wait_timeout: float = 6 * 3600,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_interval: float = 5.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
@@ -76,6 +91,9 @@ class LoadChunkOperator(TableTaskOperator):
         self.file_format = file_format
         self.load_id = load_id
         self.max_concurrent_loads = max_concurrent_loads
+        self.slot_wait_timeout = slot_wait_timeout
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
 
     def validate(self) -> None:
         """Refuse an unknown method or a limit that is not a number (``ValueError``).
@@ -90,17 +108,52 @@ class LoadChunkOperator(TableTaskOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
+        return self._run(context, deadline=None)
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Resume after :class:`LoadSlotFreeTrigger`: load now, or wait again if beaten to it."""
+        if event.get("status") == "timeout":
+            raise LoadSlotsBusyError(
+                f"no free load slot for {self.table} after {self.slot_wait_timeout:.0f} s: "
+                f"{event.get('message')}"
+            )
+        if event.get("status") != "done":
+            raise BulkLoadError(f"waiting for a load slot of {self.table} failed: {event}")
+        return self._run(context, deadline=float(event["deadline"]))
+
+    def _run(self, context: Context, deadline: float | None) -> dict[str, Any]:
         spec = ChunkSpec.from_dict(self.chunk)
         load_id = self.load_id or f"{context['dag'].dag_id}/{context['run_id']}"
-        hook = self.bulk_load_hook()
+        slots = self._max_concurrent_loads()
+        defers = bool(self.deferrable and slots)
         try:
-            result = self._load(hook, spec, load_id)
+            result = self._load(self.bulk_load_hook(), spec, load_id, 0 if defers else None)
+        except LoadSlotsBusyError:
+            if not defers or slots is None:
+                raise
+            self._defer(slots, deadline or time.time() + self.slot_wait_timeout)
         except (ChunkLoadError, ChunkConflictError) as exc:
             # bad data stays bad: fail now rather than retry (the transaction left nothing behind)
             raise AirflowFailException(str(exc)) from exc
         return result.to_dict()
 
-    def _load(self, hook: BulkLoadHook, spec: ChunkSpec, load_id: str) -> ChunkResult:
+    def _defer(self, slots: int, deadline: float) -> NoReturn:
+        self.log.info("%s: all %d load slots are busy; deferring the wait", self.table, slots)
+        self.defer(
+            trigger=LoadSlotFreeTrigger(
+                conn_id=self.conn_id,
+                table=self.table,
+                slots=slots,
+                deadline=deadline,
+                poll_interval=self.poll_interval,
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=max(deadline - time.time(), 0) + 60),
+        )
+
+    def _load(
+        self, hook: BulkLoadHook, spec: ChunkSpec, load_id: str, slot_wait: float | None = None
+    ) -> ChunkResult:
         return hook.load_chunk(
             self.table,
             spec,
@@ -109,4 +162,5 @@ class LoadChunkOperator(TableTaskOperator):
             columns=self.columns,
             file_format=FileFormat.from_dict(self.file_format) if self.file_format else None,
             max_concurrent_loads=self._max_concurrent_loads(),
+            slot_wait_timeout=self.slot_wait_timeout if slot_wait is None else slot_wait,
         )

@@ -20,11 +20,14 @@ prepare, or finalize, or restore, to put the table back exactly.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import BaseOperator, Context, conf
 
+from airflow_bulkload.exceptions import BulkLoadError, TableClaimedError
 from airflow_bulkload.hooks.table_state import TableStateHook
 from airflow_bulkload.knobs import (
     default_load_id,
@@ -34,6 +37,7 @@ from airflow_bulkload.knobs import (
 )
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import validate_or_fail
+from airflow_bulkload.triggers.db_waits import TableClaimTrigger
 
 
 class _TableOperator(TableTaskOperator):
@@ -76,6 +80,10 @@ class ClaimTableOperator(_TableOperator):
     :param conn_id: a ``postgres`` or ``mysql`` connection.
     :param load_id: the load id shared with prepare/finalize/restore (default as theirs).
     :param claim_timeout: seconds to wait for another load's claim.
+    :param deferrable: wait for the claim in the triggerer (:class:`~airflow_bulkload.triggers.
+        db_waits.TableClaimTrigger`, which takes the claim as soon as it is free), so a waiting
+        load holds no worker slot.
+    :param poll_interval: seconds between the wait's checks.
     """
 
     template_fields: Sequence[str] = ("table", "load_id")
@@ -87,15 +95,48 @@ class ClaimTableOperator(_TableOperator):
         conn_id: str,
         load_id: str | None = None,
         claim_timeout: float = 0.0,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_interval: float = 5.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, load_id=load_id, **kwargs)
         self.claim_timeout = claim_timeout
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
 
     def execute(self, context: Context) -> dict[str, Any]:
-        return self.hook().claim(
-            self.table, load_id=self.resolved_load_id(context), timeout=self.claim_timeout
+        load_id = self.resolved_load_id(context)
+        hook = self.hook()
+        if not (self.deferrable and self.claim_timeout > 0):
+            return hook.claim(
+                self.table,
+                load_id=load_id,
+                timeout=self.claim_timeout,
+                poll_interval=self.poll_interval,
+            )
+        try:
+            return hook.claim(self.table, load_id=load_id)
+        except TableClaimedError as exc:
+            self.log.info("%s; deferring the wait (up to %.0f s)", exc, self.claim_timeout)
+        self.defer(
+            trigger=TableClaimTrigger(
+                conn_id=self.conn_id,
+                table=self.table,
+                load_id=load_id,
+                deadline=time.time() + self.claim_timeout,
+                poll_interval=self.poll_interval,
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.claim_timeout + 60),
         )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Resume after :class:`TableClaimTrigger` took the claim: take it as this task's own."""
+        if event.get("status") == "timeout":
+            raise TableClaimedError(str(event.get("message")))
+        if event.get("status") != "done":
+            raise BulkLoadError(f"waiting for the claim on {self.table} failed: {event}")
+        return self.hook().claim(self.table, load_id=self.resolved_load_id(context))
 
 
 class PrepareTableOperator(_TableOperator):
