@@ -29,6 +29,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_bulkload.operators.bulk_mode",
                     "airflow_bulkload.operators.preflight",
                     "airflow_bulkload.operators.stage",
+                    "airflow_bulkload.operators.stage_groups",
                     "airflow_bulkload.operators.table",
                     "airflow_bulkload.operators.report",
                     "airflow_bulkload.operators.withdraw",
@@ -48,7 +49,10 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "Bulk Load",
-                "python-modules": ["airflow_bulkload.triggers.bulk_mode"],
+                "python-modules": [
+                    "airflow_bulkload.triggers.bulk_mode",
+                    "airflow_bulkload.triggers.db_waits",
+                ],
             }
         ],
     }

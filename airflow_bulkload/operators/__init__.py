@@ -6,6 +6,11 @@ from airflow_bulkload.operators.load_chunk import LoadChunkOperator
 from airflow_bulkload.operators.preflight import PreflightCheckOperator
 from airflow_bulkload.operators.report import LoadReportOperator
 from airflow_bulkload.operators.stage import StageToS3Operator
+from airflow_bulkload.operators.stage_groups import (
+    CollectStagingOperator,
+    PlanStagingOperator,
+    StageGroupOperator,
+)
 from airflow_bulkload.operators.table import (
     CheckpointOperator,
     ClaimTableOperator,
@@ -19,14 +24,17 @@ __all__ = [
     "BulkModeTarget",
     "CheckpointOperator",
     "ClaimTableOperator",
+    "CollectStagingOperator",
     "EnterBulkModeOperator",
     "ExitBulkModeOperator",
     "FinalizeTableOperator",
     "LoadChunkOperator",
     "LoadReportOperator",
+    "PlanStagingOperator",
     "PreflightCheckOperator",
     "PrepareTableOperator",
     "RestoreTableOperator",
+    "StageGroupOperator",
     "StageToS3Operator",
     "WithdrawSupersededChunksOperator",
 ]

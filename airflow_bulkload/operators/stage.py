@@ -18,7 +18,8 @@ from airflow_bulkload.staging.planning import (
     resolve_sort_types,
     run_segment,
 )
-from airflow_bulkload.staging.stager import Resources, StagingOptions, stage
+from airflow_bulkload.staging.stager import Resources, StageResult, StagingOptions
+from airflow_bulkload.staging.stager import stage as stage_input
 
 MANIFEST_URI_XCOM_KEY = "manifest_uri"
 
@@ -30,6 +31,19 @@ def _max_map_length() -> int:
         return int(conf.getint("core", "max_map_length", fallback=DEFAULT_MAX_MAP_LENGTH))
     except Exception:  # a worker without readable config still gets Airflow's default
         return DEFAULT_MAX_MAP_LENGTH
+
+
+def work_owner(context: Context) -> str:
+    """The task instance a staging working directory belongs to."""
+    return "/".join(
+        str(part)
+        for part in (
+            context["dag"].dag_id,
+            context["ti"].task_id,
+            context.get("run_id"),
+            getattr(context["ti"], "map_index", -1),
+        )
+    )
 
 
 class StageToS3Operator(BaseOperator):
@@ -240,6 +254,11 @@ class StageToS3Operator(BaseOperator):
         return key, columns
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
+        result = self.stage(context)
+        return [chunk.to_dict() for chunk in result.chunks]
+
+    def stage(self, context: Context, group_bytes: int | None = None) -> StageResult:
+        """Stage (or plan the groups of) the input; push the manifest's URI."""
         from airflow.providers.amazon.aws.hooks.s3 import S3Hook
 
         validate_or_fail(self.validate)
@@ -272,7 +291,7 @@ class StageToS3Operator(BaseOperator):
             data_interval_end=context.get("data_interval_end"),
             run_id=context.get("run_id"),
         )
-        result = stage(
+        result = stage_input(
             self.source,
             s3=S3Hook(aws_conn_id=self.aws_conn_id).get_conn(),
             staging_uri=self.staging,
@@ -281,15 +300,8 @@ class StageToS3Operator(BaseOperator):
             run=run,
             options=options,
             resources=resources,
-            work_owner="/".join(
-                str(part)
-                for part in (
-                    context["dag"].dag_id,
-                    context["ti"].task_id,
-                    context.get("run_id"),
-                    getattr(context["ti"], "map_index", -1),
-                )
-            ),
+            work_owner=work_owner(context),
+            group_bytes=group_bytes,
         )
         context["ti"].xcom_push(key=MANIFEST_URI_XCOM_KEY, value=result.manifest_uri)
-        return [chunk.to_dict() for chunk in result.manifest.chunks]
+        return result

@@ -220,6 +220,70 @@ def fit_chunk_size(
     )
 
 
+def plan_groups(sources: Sequence[SourceFile], group_bytes: int) -> list[list[SourceFile]]:
+    """Cut the input, in listing order, into groups of at most ``group_bytes`` (estimated raw).
+
+    Each group is staged by a task of its own, so a task's temp disk follows its group, not the
+    whole input. An object larger than ``group_bytes`` is a group by itself.
+    """
+    if group_bytes < 1:
+        raise ValueError(f"group size must be positive, got {group_bytes}")
+    groups: list[list[SourceFile]] = []
+    current: list[SourceFile] = []
+    size = 0
+    for source in sources:
+        raw = estimate_raw_bytes([source])
+        if current and size + raw > group_bytes:
+            groups.append(current)
+            current, size = [], 0
+        current.append(source)
+        size += raw
+    if current:
+        groups.append(current)
+    return groups
+
+
+@dataclass(frozen=True)
+class StagingGroup:
+    """What one mapped staging task stages: some of the input's files, under a prefix of its own.
+
+    ``prefix`` is ``<input prefix>group-NNNNN/``: its chunks and its own ``manifest.json`` go
+    there; ``manifest_uri`` is the whole input's manifest, written once every group is staged.
+    ``options`` are the staging options as a dict (the sort key and chunk size already resolved).
+    """
+
+    index: int
+    sources: list[SourceFile]
+    prefix: str
+    manifest_uri: str
+    fingerprint: str
+    options: dict[str, Any]
+
+    @property
+    def group_fingerprint(self) -> str:
+        return f"{self.fingerprint}/group-{self.index:05d}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | StagingGroup) -> StagingGroup:
+        if isinstance(data, StagingGroup):
+            return data
+        return cls(
+            index=int(data["index"]),
+            sources=[SourceFile(**source) for source in data["sources"]],
+            prefix=str(data["prefix"]),
+            manifest_uri=str(data["manifest_uri"]),
+            fingerprint=str(data["fingerprint"]),
+            options=dict(data["options"]),
+        )
+
+
+def group_prefix(prefix: str, index: int) -> str:
+    return f"{prefix}group-{index:05d}/"
+
+
 _INT_TYPES = {
     "smallint": "SMALLINT",
     "int2": "SMALLINT",

@@ -11,14 +11,14 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from airflow_bulkload.exceptions import BulkLoadError, NulByteError
 from airflow_bulkload.s3io import parse_s3_uri
+from airflow_bulkload.staging.chunk_upload import split_and_upload
 from airflow_bulkload.staging.direct import DirectRefusedError, direct_refusal, plan_direct
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest, read_manifest
 from airflow_bulkload.staging.normalize import normalize
@@ -28,15 +28,17 @@ from airflow_bulkload.staging.planning import (
     MANIFEST_NAME,
     STAGED_FORMAT,
     SourceFile,
-    chunk_name,
+    StagingGroup,
+    estimate_raw_bytes,
     fit_chunk_size,
     format_size,
+    group_prefix,
     input_fingerprint,
+    plan_groups,
     staging_prefix,
     temp_space_needed,
 )
 from airflow_bulkload.staging.sources import materialize, open_source, resolve_sources
-from airflow_bulkload.staging.splitter import SplitProgress, split_into_chunks
 from airflow_bulkload.staging.workdir import staging_workdir
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,16 @@ class StagingOptions:
         if not 0 <= self.compress_level <= 9:
             raise ValueError(f"compress_level must be 0-9, got {self.compress_level}")
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "file_format": self.file_format.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StagingOptions:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["file_format"] = FileFormat.from_dict(values.get("file_format") or {})
+        return cls(**values)
+
     def fingerprint_options(self) -> dict[str, Any]:
         return {
             "file_format": self.file_format.to_dict(),
@@ -108,10 +120,17 @@ class Resources:
 
 @dataclass(frozen=True)
 class StageResult:
-    manifest: Manifest
+    """A staged input's manifest, or the groups still to stage (``manifest`` is then ``None``)."""
+
+    manifest: Manifest | None
     manifest_uri: str
     prefix: str
     skipped: bool
+    groups: list[StagingGroup] = field(default_factory=list)
+
+    @property
+    def chunks(self) -> list[ChunkSpec]:
+        return self.manifest.chunks if self.manifest else []
 
 
 def delete_prefix(s3: Any, prefix_uri: str) -> int:
@@ -139,16 +158,6 @@ def _check_temp_space(path: Path, sources: Sequence[SourceFile], options: Stagin
         )
 
 
-def _upload(s3: Any, path: Path, uri: str, compression: str) -> None:
-    bucket, key = parse_s3_uri(uri)
-    extra = {"ContentType": "text/csv; charset=utf-8"}
-    if compression == "gzip":
-        # RDS aws_s3.table_import_from_s3 decompresses objects stored with this encoding
-        extra["ContentEncoding"] = "gzip"
-    s3.upload_file(str(path), bucket, key, ExtraArgs=extra)
-    path.unlink()
-
-
 def stage(
     source: str | Sequence[str],
     *,
@@ -160,8 +169,14 @@ def stage(
     options: StagingOptions,
     resources: Resources | None = None,
     work_owner: str | None = None,
+    group_bytes: int | None = None,
 ) -> StageResult:
     """Stage ``source`` under a deterministic prefix and return its manifest.
+
+    With ``group_bytes``, an input that needs staging and is larger than that (uncompressed,
+    estimated) is not staged here: the result lists its groups, for
+    :func:`~airflow_bulkload.staging.groups.stage_group` to stage each (one task each) and
+    :func:`~airflow_bulkload.staging.groups.collect_groups` to write the manifest.
 
     A complete manifest for the same input fingerprint means the work is done: nothing is read
     and it is returned as is. Local files go to a working directory of this attempt (see
@@ -176,7 +191,21 @@ def stage(
         if refusal:
             log.info("the input is staged, not loaded as stored: %s", refusal)
             options = replace(options, direct=False)
-    fingerprint = input_fingerprint(sources, options.fingerprint_options())
+    groups = plan_groups(sources, group_bytes) if group_bytes and not options.direct else []
+    if len(groups) > 1:
+        # the chunk size fits Airflow's map length over the whole input, not one group
+        options = replace(
+            options,
+            chunk_size=fit_chunk_size(
+                estimate_raw_bytes(sources),
+                options.chunk_size,
+                resources.max_map_length,
+                grow=resources.grow_chunk_size,
+                what=f"input {', '.join(s.location for s in sources[:3])}",
+            ),
+        )
+    grouping = {"group_bytes": group_bytes} if len(groups) > 1 else {}
+    fingerprint = input_fingerprint(sources, options.fingerprint_options() | grouping)
     prefix = staging_prefix(
         staging_uri, dag_id=dag_id, table=table, run=run, fingerprint=fingerprint
     )
@@ -191,6 +220,27 @@ def stage(
             existing.total_rows,
         )
         return StageResult(existing, manifest_uri, prefix, skipped=True)
+    if len(groups) > 1:
+        # each group's task clears its own prefix; nothing else lives under this one
+        log.info(
+            "staging %d file(s) in %d groups of at most %s each, one task per group, under %s",
+            len(sources),
+            len(groups),
+            format_size(group_bytes or 0),
+            prefix,
+        )
+        planned = [
+            StagingGroup(
+                index=n,
+                sources=list(members),
+                prefix=group_prefix(prefix, n),
+                manifest_uri=manifest_uri,
+                fingerprint=fingerprint,
+                options=options.to_dict(),
+            )
+            for n, members in enumerate(groups)
+        ]
+        return StageResult(None, manifest_uri, prefix, skipped=False, groups=planned)
     stale = delete_prefix(s3, prefix)
     if stale:
         log.info("deleted %d objects of an earlier, incomplete attempt under %s", stale, prefix)
@@ -211,7 +261,37 @@ def stage(
                 options=replace(options, direct=False),
                 resources=resources,
                 work_owner=work_owner,
+                group_bytes=group_bytes,
             )
+    manifest = stage_files(
+        sources,
+        s3=s3,
+        prefix=prefix,
+        manifest_uri=manifest_uri,
+        fingerprint=fingerprint,
+        options=options,
+        resources=resources,
+        work_owner=work_owner or f"{dag_id}/{table}/{run}",
+    )
+    return StageResult(manifest, manifest_uri, prefix, skipped=False)
+
+
+def stage_files(
+    sources: Sequence[SourceFile],
+    *,
+    s3: Any,
+    prefix: str,
+    manifest_uri: str,
+    fingerprint: str,
+    options: StagingOptions,
+    resources: Resources,
+    work_owner: str,
+) -> Manifest:
+    """Normalize (+ sort) ``sources``, split them into chunks under ``prefix``, write the manifest.
+
+    The caller has made sure nothing else is under ``prefix``; the manifest goes last.
+    """
+    input_bytes = sum(s.size for s in sources)
     log.info(
         "staging %d file(s), %s, to %s (chunk size %s, %s, sort key %s)",
         len(sources),
@@ -227,7 +307,7 @@ def stage(
         _check_temp_space(temp_root, sources, options)
 
     started = time.monotonic()
-    with staging_workdir(temp_root, work_owner or f"{dag_id}/{table}/{run}") as work_dir:
+    with staging_workdir(temp_root, work_owner) as work_dir:
         local = materialize(sources, work_dir / "input", s3, log)
         names = {str(p): s.location for p, s in zip(local, sources, strict=True)}
         normalized_path = work_dir / "normalized.csv"
@@ -269,7 +349,7 @@ def stage(
                 resources.max_map_length,
             )
         try:
-            chunks = _split_and_upload(
+            chunks = split_and_upload(
                 s3,
                 normalized_path,
                 work_dir,
@@ -305,7 +385,7 @@ def stage(
             f"staging wrote {manifest.total_rows} rows in chunks but read {normalized.rows}; "
             "no manifest written"
         )
-    _write_manifest(s3, manifest_uri, manifest)
+    write_manifest(s3, manifest_uri, manifest)
     elapsed = time.monotonic() - started
     log.info(
         "staged %d rows in %d chunks (%s raw, %s stored) in %.1f s (%.1f MB/s of input); "
@@ -318,10 +398,10 @@ def stage(
         input_bytes / 1e6 / elapsed if elapsed > 0 else 0.0,
         manifest_uri,
     )
-    return StageResult(manifest, manifest_uri, prefix, skipped=False)
+    return manifest
 
 
-def _write_manifest(s3: Any, manifest_uri: str, manifest: Manifest) -> None:
+def write_manifest(s3: Any, manifest_uri: str, manifest: Manifest) -> None:
     """Written last: its presence is what says staging (or planning) completed."""
     bucket, key = parse_s3_uri(manifest_uri)
     s3.put_object(
@@ -378,7 +458,7 @@ def _plan_direct(
         sources=[s.location for s in sources],
         source_format=options.file_format.to_dict(),
     )
-    _write_manifest(s3, manifest_uri, manifest)
+    write_manifest(s3, manifest_uri, manifest)
     log.info(
         "planned %d direct chunk(s) over %d object(s), %s, loaded as stored (nothing copied) "
         "in %.1f s; manifest %s",
@@ -399,75 +479,3 @@ def _nul_at_source(error: NulByteError, sources: Sequence[str], s3: Any) -> NulB
         log.warning("could not find the NUL byte in the input files: %s", exc)
         return error
     return NulByteError(f"{found.source}, line {found.line}") if found else error
-
-
-def _split_and_upload(
-    s3: Any,
-    normalized_path: Path,
-    work_dir: Path,
-    prefix: str,
-    *,
-    chunk_size: int,
-    options: StagingOptions,
-    columns: Sequence[str],
-) -> list[ChunkSpec]:
-    """Split into chunks and upload each while the next is written (one upload in flight)."""
-    # normalize() checked the sort key against the columns; an empty input has neither
-    known = list(columns) or list(options.table_columns or [])
-    key = list(options.probe_key) or list(options.sort_key)
-    if key and not all(k in known for k in key):
-        log.warning(
-            "the input does not hold every column of the key %s: chunks record no first/last "
-            "key, so a re-run cannot check their rows by key",
-            key,
-        )
-        key = []
-    key_indexes = [known.index(k) for k in key]
-    chunk_dir = work_dir / "chunks"
-    chunk_dir.mkdir()
-    started = time.monotonic()
-
-    def report(progress: SplitProgress) -> None:
-        elapsed = max(time.monotonic() - started, 1e-6)
-        log.info(
-            "split: %s read, %d rows, %d chunks written, %.1f MB/s",
-            format_size(progress.bytes_read),
-            progress.rows,
-            progress.chunks,
-            progress.bytes_read / 1e6 / elapsed,
-        )
-
-    specs: list[ChunkSpec] = []
-    pending: Future[None] | None = None
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bulkload-upload") as uploader:
-        for chunk in split_into_chunks(
-            normalized_path,
-            chunk_dir,
-            chunk_size=chunk_size,
-            compression=options.compression,
-            compress_level=options.compress_level,
-            key_indexes=key_indexes,
-            progress=report,
-        ):
-            if pending is not None:
-                pending.result()  # at most two chunk files on disk at a time
-            uri = prefix + chunk_name(chunk.index, options.compression)
-            pending = uploader.submit(_upload, s3, chunk.path, uri, options.compression)
-            specs.append(
-                ChunkSpec(
-                    uri=uri,
-                    checksum=chunk.sha256,
-                    rows=chunk.rows,
-                    bytes=chunk.stored_bytes,
-                    raw_bytes=chunk.raw_bytes,
-                    index=chunk.index,
-                    compression="gzip" if options.compression == "gzip" else "none",
-                    file_format=STAGED_FORMAT.to_dict(),
-                    first_key=list(chunk.first_key) if chunk.first_key is not None else None,
-                    last_key=list(chunk.last_key) if chunk.last_key is not None else None,
-                    key_columns=key or None,
-                )
-            )
-        if pending is not None:
-            pending.result()
-    return specs

@@ -39,6 +39,9 @@ OPERATORS = [
 #: the fewest arguments each operator needs
 REQUIRED: dict[str, dict[str, Any]] = {
     "StageToS3Operator": {"source": "s3://in/x/", "staging": "s3://s/x", "table": "t"},
+    "PlanStagingOperator": {"source": "s3://in/x/", "staging": "s3://s/x", "table": "t"},
+    "StageGroupOperator": {"group": {}},
+    "CollectStagingOperator": {"groups": [], "manifest": "s3://m"},
     "PreflightCheckOperator": {"table": "t", "conn_id": "c"},
     "LoadChunkOperator": {"table": "t", "conn_id": "c", "chunk": {}},
     "ClaimTableOperator": {"table": "t", "conn_id": "c"},

@@ -1,0 +1,134 @@
+"""Staging across workers: one task per group of input files, then one manifest for them all.
+
+:func:`~airflow_bulkload.staging.stager.stage` with ``group_bytes`` plans the groups (it stages
+an input that fits one group itself). Each group is staged by :func:`stage_group` (a mapped task:
+its temp disk and memory follow its group, never the whole input) under a prefix of its own,
+with its own ``manifest.json`` written last; :func:`collect_groups` then writes the input's
+manifest from theirs. Every step is idempotent: a group whose manifest is there is not staged
+again, one without is cleared and staged from scratch, and the input's manifest is only written
+once every group's is complete, so no chunk is listed twice and none is left out.
+
+With a sort key, each group is sorted on its own: the chunks of one group are in key order, the
+groups' key ranges may overlap.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow_bulkload.exceptions import BulkLoadError
+from airflow_bulkload.staging.manifest import Manifest, read_manifest
+from airflow_bulkload.staging.planning import MANIFEST_NAME, STAGED_FORMAT, StagingGroup
+from airflow_bulkload.staging.stager import (
+    Resources,
+    StagingOptions,
+    delete_prefix,
+    stage_files,
+    write_manifest,
+)
+
+log = logging.getLogger(__name__)
+
+
+def stage_group(
+    group: StagingGroup | dict[str, Any],
+    *,
+    s3: Any,
+    resources: Resources | None = None,
+    work_owner: str | None = None,
+) -> Manifest:
+    """Stage one group's files under its prefix (a no-op when its manifest is already there)."""
+    group = StagingGroup.from_dict(group)
+    manifest_uri = group.prefix + MANIFEST_NAME
+    existing = read_manifest(s3, manifest_uri)
+    if existing is not None and existing.input_fingerprint == group.group_fingerprint:
+        log.info(
+            "group %d is already staged (%d chunks, %d rows); nothing to do",
+            group.index,
+            len(existing.chunks),
+            existing.total_rows,
+        )
+        return existing
+    stale = delete_prefix(s3, group.prefix)
+    if stale:
+        log.info("deleted %d objects of an interrupted attempt under %s", stale, group.prefix)
+    log.info("staging group %d: %d file(s)", group.index, len(group.sources))
+    return stage_files(
+        group.sources,
+        s3=s3,
+        prefix=group.prefix,
+        manifest_uri=manifest_uri,
+        fingerprint=group.group_fingerprint,
+        options=StagingOptions.from_dict(group.options),
+        resources=resources or Resources(),
+        work_owner=work_owner or group.prefix,
+    )
+
+
+def collect_groups(groups: Sequence[StagingGroup | dict[str, Any]], *, s3: Any) -> Manifest:
+    """Write the input's manifest from its groups' manifests and return it (idempotent).
+
+    Fails naming the group when one is not staged (yet), or when the groups' files name their
+    columns differently (a header that changed between files).
+    """
+    planned = [StagingGroup.from_dict(g) for g in groups]
+    if not planned:
+        raise ValueError("no groups to collect")
+    manifest_uri = planned[0].manifest_uri
+    fingerprint = planned[0].fingerprint
+    existing = read_manifest(s3, manifest_uri)
+    if existing is not None and existing.input_fingerprint == fingerprint:
+        return existing
+    parts: list[Manifest] = []
+    for group in sorted(planned, key=lambda g: g.index):
+        part = read_manifest(s3, group.prefix + MANIFEST_NAME)
+        if part is None or part.input_fingerprint != group.group_fingerprint:
+            raise BulkLoadError(
+                f"group {group.index} ({group.prefix}) is not staged: its manifest is missing or "
+                "from another input; run its staging task again"
+            )
+        parts.append(part)
+    columns = parts[0].columns
+    for group, part in zip(planned, parts, strict=True):
+        if part.columns != columns:
+            raise BulkLoadError(
+                f"the input's files do not name the same columns: {group.sources[0].location} "
+                f"(group {group.index}) has {part.columns}, {planned[0].sources[0].location} "
+                f"has {columns}"
+            )
+    options = StagingOptions.from_dict(planned[0].options)
+    # numbered across the input; each keeps its group's manifest (its sources, for tracing)
+    chunks = [
+        replace(chunk, index=n, manifest_uri=chunk.manifest_location)
+        for n, chunk in enumerate(c for part in parts for c in part.chunks)
+    ]
+    sources = [source for group in planned for source in group.sources]
+    manifest = Manifest(
+        input_fingerprint=fingerprint,
+        file_format=STAGED_FORMAT.to_dict(),
+        columns=columns,
+        chunks=chunks,
+        sort_key=list(options.sort_key) or None,
+        total_rows=sum(part.total_rows for part in parts),
+        total_bytes=sum(part.total_bytes for part in parts),
+        created_at=datetime.now(UTC).isoformat(),
+        sort_key_types=list(options.sort_types) or None,
+        total_raw_bytes=sum(part.total_raw_bytes for part in parts),
+        source_count=len(sources),
+        source_bytes=sum(source.size for source in sources),
+        sources=[source.location for source in sources],
+        source_format=options.file_format.to_dict(),
+    )
+    write_manifest(s3, manifest_uri, manifest)
+    log.info(
+        "collected %d groups: %d rows in %d chunks; manifest %s",
+        len(parts),
+        manifest.total_rows,
+        len(chunks),
+        manifest_uri,
+    )
+    return manifest
