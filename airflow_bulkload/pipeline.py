@@ -2,7 +2,8 @@
 
 ::
 
-    stage ─► preflight ─► claim_table ─► withdraw_superseded ─► enter_bulk_mode (setup)
+    stage ─► stage_group x N (mapped, large input) ─► collect_staging
+          ─► preflight ─► claim_table ─► withdraw_superseded ─► enter_bulk_mode (setup)
           ─► prepare_table (setup)
           ─► load x N (mapped) ─► finalize_table ─► checkpoint ─► report
           ─► restore_table (teardown) ─► exit_bulk_mode (teardown)
@@ -19,6 +20,7 @@ leaves bulk mode.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -39,7 +41,13 @@ from airflow_bulkload.operators.bulk_mode import (
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
 from airflow_bulkload.operators.preflight import PreflightCheckOperator
 from airflow_bulkload.operators.report import LoadReportOperator, record_end, record_start
-from airflow_bulkload.operators.stage import MANIFEST_URI_XCOM_KEY, StageToS3Operator
+from airflow_bulkload.operators.stage import MANIFEST_URI_XCOM_KEY
+from airflow_bulkload.operators.stage_groups import (
+    DEFAULT_GROUP_SIZE,
+    CollectStagingOperator,
+    PlanStagingOperator,
+    StageGroupOperator,
+)
 from airflow_bulkload.operators.table import (
     CheckpointOperator,
     ClaimTableOperator,
@@ -67,6 +75,16 @@ def _with_extra(
     if reserved:
         raise ValueError(f"{name} may not set {reserved}: they are the pipeline's own")
     return arguments | dict(extra or {})
+
+
+def _accepted_by(operator: type, extra: dict[str, Any] | None) -> dict[str, Any]:
+    """The entries of ``extra`` that ``operator`` (or ``BaseOperator``) takes as arguments."""
+    names: set[str] = set()
+    for klass in operator.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            names |= set(inspect.signature(init).parameters)
+    return {k: v for k, v in (extra or {}).items() if k in names}
 
 
 def reload_param() -> Param:
@@ -136,6 +154,7 @@ def bulk_load_table(
     stage_kwargs: dict[str, Any] | None = None,
     load_kwargs: dict[str, Any] | None = None,
     deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+    stage_group_size: str | int | None = DEFAULT_GROUP_SIZE,
 ) -> TaskGroup:
     """Build the task group that bulk loads ``source`` into ``table`` (see the module docstring).
 
@@ -208,6 +227,10 @@ def bulk_load_table(
         "staging", "executor_config": {...}}`` to route it to workers with the disk (see
         docs/scaling.md); they win over the pipeline's own, except the task's identity.
     :param load_kwargs: the same for the mapped ``load`` tasks, e.g. ``{"pool": "db1"}``.
+    :param stage_group_size: an input that needs staging and is larger than this
+        (uncompressed, estimated) is staged by one mapped ``stage_group`` task per group of
+        files of at most this size, so no task's temp disk follows the whole input (see
+        ``PlanStagingOperator``); ``None``: one staging task whatever the size.
     :param deferrable: the long waits (the table claim held by another load, a free load slot,
         an RDS parameter change) run in the triggerer and hold no worker slot; needs a running
         ``airflow triggerer``. Default: ``[operators] default_deferrable``.
@@ -241,7 +264,7 @@ def bulk_load_table(
         renew = RenewBulkModeLease(table=table, target=bulk_target)
         load_timing = timing | {"pre_execute": _then(renew, record_start)}
     with _TaskGroup(group_id or default_group_id(table)) as group:
-        stage = StageToS3Operator(
+        stage = PlanStagingOperator(
             task_id="stage",
             source=source,
             staging=staging,
@@ -257,13 +280,33 @@ def bulk_load_table(
                     "load_method": method,
                     "direct": direct,
                     "quoted_newlines": quoted_newlines,
+                    "group_size": stage_group_size,
                     **timing,
                 },
                 stage_kwargs,
                 "stage_kwargs",
             ),
         )
-        manifest_uri = PlainXComArg(stage, key=MANIFEST_URI_XCOM_KEY)
+        # an input larger than a group is staged by one mapped task per group, then collected
+        stage_groups = StageGroupOperator.partial(
+            task_id="stage_group",
+            **_with_extra(
+                {"aws_conn_id": aws_conn_id, **timing},
+                _accepted_by(StageGroupOperator, stage_kwargs),
+                "stage_kwargs",
+            ),
+        ).expand(group=stage.output)
+        collect = CollectStagingOperator(
+            task_id="collect_staging",
+            groups=stage.output,  # type: ignore[arg-type]  # an XComArg, resolved at run time
+            manifest=PlainXComArg(stage, key=MANIFEST_URI_XCOM_KEY),  # type: ignore[arg-type]
+            aws_conn_id=aws_conn_id,
+            # no groups (a small input, staged by the plan task) skips stage_group, not this
+            trigger_rule="none_failed",
+            **timing,
+        )
+        stage_groups >> collect
+        manifest_uri = PlainXComArg(collect, key=MANIFEST_URI_XCOM_KEY)
         # what every task after staging is given: the table, its connections, the manifest
         staged: dict[str, Any] = {
             "table": table,
@@ -332,7 +375,7 @@ def bulk_load_table(
                 load_kwargs,
                 "load_kwargs",
             ),
-        ).expand(chunk=stage.output)
+        ).expand(chunk=collect.output)
         finalize = FinalizeTableOperator(
             task_id="finalize_table",
             parallelism=preflight.planned("index_build_parallelism"),  # type: ignore[arg-type]  # an int
@@ -375,6 +418,8 @@ def bulk_load_table(
         # report name -> task, in pipeline order
         stages = {
             "stage": stage.task_id,
+            "stage_group": stage_groups.task_id,
+            "collect_staging": collect.task_id,
             "preflight": preflight.task_id,
             "claim_table": claim.task_id,
             "withdraw_superseded": withdraw.task_id,

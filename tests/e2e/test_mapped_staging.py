@@ -1,0 +1,68 @@
+"""The pipeline stages an input larger than a group in mapped ``stage_group`` tasks and loads it
+exactly once, on both engines; a re-run of the same date stages and loads nothing again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.harness import MotoServer, TestDatabase, run_dag_source
+
+DAG_ID = "bulkload_mapped_staging"
+DAG_SOURCE = """
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_bulkload.pipeline import bulk_load_table
+
+with DAG({dag_id!r}, schedule="@daily", start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+    bulk_load_table(
+        table="events",
+        conn_id={conn_id!r},
+        source="s3://{bucket}/events/{{{{ ds }}}}/",
+        staging="s3://{bucket}/staging",
+        file_format={{"format": "csv", "header": True}},
+        chunk_size="2KB",
+        stage_group_size="3KB",
+        sort_by_primary_key="auto",
+        parallelism=2,
+    )
+"""
+PARTS, ROWS_PER_PART = 4, 150
+
+
+def test_a_large_input_is_staged_by_one_task_per_group_and_loaded_exactly_once(
+    any_db: TestDatabase,
+    moto_server: MotoServer,
+    s3_bucket: str,
+    airflow_db: Path,
+    tmp_path: Path,
+) -> None:
+    from airflow.utils.state import DagRunState
+    from pendulum import datetime
+
+    any_db.query("CREATE TABLE events (id INT PRIMARY KEY, name VARCHAR(40) NOT NULL)")
+    any_db.query("CREATE INDEX events_name ON events (name)")
+    s3 = moto_server.client("s3")
+    ids = [(n * 7919) % (PARTS * ROWS_PER_PART) for n in range(PARTS * ROWS_PER_PART)]
+    for part in range(PARTS):
+        rows = ids[part * ROWS_PER_PART : (part + 1) * ROWS_PER_PART]
+        body = "id,name\n" + "".join(f"{i},name {i:05d}\n" for i in rows)
+        s3.put_object(
+            Bucket=s3_bucket, Key=f"events/2026-11-21/part-{part}.csv", Body=body.encode()
+        )
+    source = DAG_SOURCE.format(dag_id=DAG_ID, conn_id=any_db.conn_id, bucket=s3_bucket)
+
+    for attempt in range(2):  # the second run of the same date finds every chunk loaded
+        run = run_dag_source(source, DAG_ID, tmp_path / "dags", logical_date=datetime(2026, 11, 21))
+        assert run.state == DagRunState.SUCCESS
+        states = [(ti.task_id.rsplit(".", 1)[-1], str(ti.state)) for ti in run.get_task_instances()]
+        # the re-run finds the input's manifest: no group is staged again
+        staged_groups = states.count(("stage_group", "success"))
+        assert staged_groups == (PARTS if attempt == 0 else 0), states
+        total = PARTS * ROWS_PER_PART
+        assert any_db.query("SELECT count(*), sum(id), count(DISTINCT name) FROM events") == [
+            (total, total * (total - 1) // 2, total)
+        ]
+    staged = s3.list_objects_v2(Bucket=s3_bucket, Prefix="staging/").get("Contents", [])
+    group_dirs = {o["Key"].rsplit("/", 2)[-2] for o in staged if "/group-" in o["Key"]}
+    assert group_dirs == {f"group-{n:05d}" for n in range(PARTS)}
