@@ -17,17 +17,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.staging.manifest import Manifest, read_manifest
-from airflow_bulkload.staging.planning import MANIFEST_NAME, STAGED_FORMAT, StagingGroup
+from airflow_bulkload.staging.planning import MANIFEST_NAME, StagingGroup
 from airflow_bulkload.staging.stager import (
     Resources,
     StagingOptions,
     delete_prefix,
     stage_files,
+    staged_manifest,
     write_manifest,
 )
 
@@ -107,22 +107,7 @@ def collect_groups(groups: Sequence[StagingGroup | dict[str, Any]], *, s3: Any) 
         for n, chunk in enumerate(c for part in parts for c in part.chunks)
     ]
     sources = [source for group in planned for source in group.sources]
-    manifest = Manifest(
-        input_fingerprint=fingerprint,
-        file_format=STAGED_FORMAT.to_dict(),
-        columns=columns,
-        chunks=chunks,
-        sort_key=list(options.sort_key) or None,
-        total_rows=sum(part.total_rows for part in parts),
-        total_bytes=sum(part.total_bytes for part in parts),
-        created_at=datetime.now(UTC).isoformat(),
-        sort_key_types=list(options.sort_types) or None,
-        total_raw_bytes=sum(part.total_raw_bytes for part in parts),
-        source_count=len(sources),
-        source_bytes=sum(source.size for source in sources),
-        sources=[source.location for source in sources],
-        source_format=options.file_format.to_dict(),
-    )
+    manifest = staged_manifest(fingerprint, columns, chunks, options, sources)
     write_manifest(s3, manifest_uri, manifest)
     log.info(
         "collected %d groups: %d rows in %d chunks; manifest %s",

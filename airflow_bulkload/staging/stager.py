@@ -364,22 +364,7 @@ def stage_files(
     if output_columns is None and options.file_format.header:
         output_columns = normalized.columns or None
     chunks = [ChunkSpec.from_dict({**c.to_dict(), "columns": output_columns}) for c in chunks]
-    manifest = Manifest(
-        input_fingerprint=fingerprint,
-        file_format=STAGED_FORMAT.to_dict(),
-        columns=output_columns,
-        chunks=chunks,
-        sort_key=list(options.sort_key) or None,
-        total_rows=sum(c.rows or 0 for c in chunks),
-        total_bytes=sum(c.bytes for c in chunks),
-        created_at=datetime.now(UTC).isoformat(),
-        sort_key_types=list(options.sort_types) or None,
-        total_raw_bytes=sum(c.raw_bytes or 0 for c in chunks),
-        source_count=len(sources),
-        source_bytes=input_bytes,
-        sources=[s.location for s in sources],
-        source_format=options.file_format.to_dict(),
-    )
+    manifest = staged_manifest(fingerprint, output_columns, chunks, options, sources)
     if manifest.total_rows != normalized.rows:
         raise BulkLoadError(
             f"staging wrote {manifest.total_rows} rows in chunks but read {normalized.rows}; "
@@ -399,6 +384,32 @@ def stage_files(
         manifest_uri,
     )
     return manifest
+
+
+def staged_manifest(
+    fingerprint: str,
+    columns: list[str] | None,
+    chunks: list[ChunkSpec],
+    options: StagingOptions,
+    sources: Sequence[SourceFile],
+) -> Manifest:
+    """The manifest of staged ``chunks`` made from ``sources``, totals summed over the chunks."""
+    return Manifest(
+        input_fingerprint=fingerprint,
+        file_format=STAGED_FORMAT.to_dict(),
+        columns=columns,
+        chunks=chunks,
+        sort_key=list(options.sort_key) or None,
+        total_rows=sum(c.rows or 0 for c in chunks),
+        total_bytes=sum(c.bytes for c in chunks),
+        created_at=datetime.now(UTC).isoformat(),
+        sort_key_types=list(options.sort_types) or None,
+        total_raw_bytes=sum(c.raw_bytes or 0 for c in chunks),
+        source_count=len(sources),
+        source_bytes=sum(s.size for s in sources),
+        sources=[s.location for s in sources],
+        source_format=options.file_format.to_dict(),
+    )
 
 
 def write_manifest(s3: Any, manifest_uri: str, manifest: Manifest) -> None:
