@@ -77,6 +77,20 @@ def _with_extra(
     return arguments | dict(extra or {})
 
 
+#: how the UI names a mapped load task: its chunk's object (and bytes, for a range)
+CHUNK_MAP_INDEX = (
+    "{{ task.chunk['uri'].rsplit('/', 1)[-1] }}"
+    "{% if task.chunk.get('byte_range') %} bytes {{ task.chunk['byte_range'][0] }}-"
+    "{{ task.chunk['byte_range'][1] }}{% endif %}"
+)
+#: how the UI names a mapped staging task: its group and first input file
+GROUP_MAP_INDEX = (
+    "group {{ task.group['index'] }}: {{ task.group['sources'][0]['location'].rsplit('/', 1)[-1] }}"
+    "{% if task.group['sources'] | length > 1 %} +{{ task.group['sources'] | length - 1 }}"
+    "{% endif %}"
+)
+
+
 def _accepted_by(operator: type, extra: dict[str, Any] | None) -> dict[str, Any]:
     """The entries of ``extra`` that ``operator`` (or ``BaseOperator``) takes as arguments."""
     names: set[str] = set()
@@ -291,7 +305,7 @@ def bulk_load_table(
         stage_groups = StageGroupOperator.partial(
             task_id="stage_group",
             **_with_extra(
-                {"aws_conn_id": aws_conn_id, **timing},
+                {"aws_conn_id": aws_conn_id, "map_index_template": GROUP_MAP_INDEX, **timing},
                 _accepted_by(StageGroupOperator, stage_kwargs),
                 "stage_kwargs",
             ),
@@ -365,6 +379,7 @@ def bulk_load_table(
                     if isinstance(parallelism, int)
                     else preflight.planned("parallelism"),  # resolves to an int
                     "deferrable": deferrable,
+                    "map_index_template": CHUNK_MAP_INDEX,
                     "retries": load_retries,
                     "retry_delay": load_retry_delay,
                     "max_active_tis_per_dagrun": parallelism

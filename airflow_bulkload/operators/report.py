@@ -39,6 +39,24 @@ def _as_list(value: Any) -> list[Any]:
         return [value]
 
 
+def asset_event_extra(
+    summary: Mapping[str, Any], manifest: str | None, logical_date: Any
+) -> dict[str, Any]:
+    """What the report tells the consumers of the load's Assets about this load."""
+    verification = summary.get("verification") or {}
+    return {
+        "table": summary.get("table"),
+        "rows": summary.get("rows"),
+        "bytes": summary.get("bytes"),
+        "chunks": summary.get("chunks"),
+        "chunks_loaded": summary.get("chunks_loaded"),
+        "verified": bool(verification.get("verified")),
+        "input_empty": bool(verification.get("input_empty")),
+        "logical_date": logical_date.isoformat() if logical_date is not None else None,
+        "manifest": manifest,
+    }
+
+
 def stage_seconds(starts: Sequence[float | None], ends: Sequence[float | None]) -> float | None:
     """Wall time of a stage from its tasks' start/end marks: first start to last end."""
     started = [s for s in starts if s is not None]
@@ -169,6 +187,14 @@ class LoadReportOperator(TableTaskOperator):
         self.stage_task_ids = stage_task_ids
         self.manifest = manifest
 
+    def _describe_asset_events(self, context: Context, summary: Mapping[str, Any]) -> None:
+        """Put the load's numbers in the extra of each outlet Asset's event."""
+        if not self.outlets:
+            return
+        extra = asset_event_extra(summary, self.manifest, context.get("logical_date"))
+        for outlet in self.outlets:
+            context["outlet_events"][outlet].extra.update(extra)
+
     def execute(self, context: Context) -> dict[str, Any]:
         ti = context["ti"]
         results = [
@@ -194,6 +220,7 @@ class LoadReportOperator(TableTaskOperator):
             summary["verification"] = {"verified": False, "checks": ["not checked: no conn_id"]}
         if summary["verification"].get("input_empty"):
             self.log.warning("%s: the input is empty: 0 rows, input empty", self.table)
+        self._describe_asset_events(context, summary)
         self.log.info("load report\n%s", markdown_report(summary, results))
         # one machine-readable line, for scripts that read the task log
         self.log.info("BULKLOAD_REPORT %s", json.dumps(summary))  # stages in pipeline order
