@@ -79,6 +79,8 @@ class ExampleLoad:
     staging_bucket: str = "bl-e2e-staging"
     dates: dict[str, list[Path]] = field(default_factory=dict)
     runs: int = 0
+    #: a DAG of the test's own that loads this table, instead of the engine's example DAG
+    dag: str | None = None
 
     @property
     def engine(self) -> str:
@@ -86,7 +88,7 @@ class ExampleLoad:
 
     @property
     def dag_id(self) -> str:
-        return DAG_IDS[self.engine]
+        return self.dag or DAG_IDS[self.engine]
 
     @property
     def input_folder(self) -> str:
