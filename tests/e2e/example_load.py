@@ -263,7 +263,8 @@ class ExampleLoad:
         """Rows and checksum equal the inputs, the table and the server are as before, every
         staged chunk is in the ledger exactly once and no bulk-mode lease is left."""
         assert self.loaded_checksum() == self.expected_checksum()
-        assert self.snapshot() == before
+        after = self.snapshot()
+        assert after == before, f"before: {before}\nafter: {after}"
         ledger = self.ledger()
         assert all(count == 1 for _, count in ledger), ledger
         staged = {ChunkSpec.from_dict(c).key for m in self.manifests() for c in m["chunks"]}
