@@ -5,6 +5,8 @@ throwaway Airflow home with its own SQLite metadata database, the LocalExecutor,
 intervals and a shared JWT secret. It reads the metadata database directly (sqlite3) to follow
 DAG runs, and on teardown kills every process it started, task processes included (the task
 supervisor gives each task its own process group, so killing the groups alone is not enough).
+Subclasses change the metadata database, the executor and the services (see
+``tests/e2e/celery_cluster.py``: PostgreSQL metadata, Redis, two Celery workers).
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from contextlib import closing, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tests.harness import REPO_ROOT, free_port
 
@@ -28,6 +31,28 @@ SERVICES = {
     "scheduler": ["scheduler"],
     "dag-processor": ["dag-processor"],
 }
+
+
+def kill_process_trees(pids: Iterable[int]) -> None:
+    """SIGKILL each process of ``pids``, its process group (each was started in a session of
+    its own) and every descendant (task processes run in process groups of their own); wait."""
+    import psutil
+
+    pids = list(pids)
+    victims: list[psutil.Process] = []
+    for pid in pids:
+        try:
+            root = psutil.Process(pid)
+            victims += [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            pass
+    for pid in pids:
+        with suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    for victim in victims:
+        with suppress(psutil.NoSuchProcess):
+            victim.kill()
+    psutil.wait_procs(victims, timeout=10)
 
 
 def tail(path: Path, chars: int = 4000) -> str:
@@ -45,6 +70,11 @@ class AirflowCluster:
     base_env: dict[str, str]
     port: int = field(default_factory=free_port)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    dags_folder: Path = REPO_ROOT / "dags"
+
+    executor: ClassVar[str] = "LocalExecutor"
+    #: errors a poll of the metadata database may meet before it is ready (then it polls again)
+    transient_errors: ClassVar[tuple[type[Exception], ...]] = (sqlite3.OperationalError,)
 
     @property
     def home(self) -> Path:
@@ -55,14 +85,18 @@ class AirflowCluster:
         return self.home / "airflow.db"
 
     @property
+    def metadata_url(self) -> str:
+        return f"sqlite:///{self.db_path}"
+
+    @property
     def env(self) -> dict[str, str]:
         return self.base_env | {
             "PYTHONPATH": str(REPO_ROOT),
             "AIRFLOW_HOME": str(self.home),
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.db_path}",
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.metadata_url,
+            "AIRFLOW__CORE__EXECUTOR": self.executor,
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{self.port}/execution/",
             "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{self.port}",
             "AIRFLOW__API__WORKERS": "1",
@@ -85,36 +119,32 @@ class AirflowCluster:
         if migrate.returncode != 0:
             raise AssertionError(f"airflow db migrate failed:\n{migrate.stdout[-6000:]}")
         for name, args in SERVICES.items():
-            argv = [a.format(port=self.port) for a in args]
-            with open(self.log(name), "wb") as log:
-                self.procs[name] = subprocess.Popen(
-                    [sys.executable, "-m", "airflow", *argv],
-                    env=self.env,
-                    cwd=REPO_ROOT,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
+            self.spawn(name, [a.format(port=self.port) for a in args])
+
+    def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        """Start ``airflow <argv>`` as service ``name`` in a session of its own, logging to
+        :meth:`log`."""
+        with open(self.log(name), "ab") as log:
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "airflow", *argv],
+                env=env or self.env,
+                cwd=REPO_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def kill(self, name: str) -> None:
+        """SIGKILL service ``name`` with every process under it (its tasks too); it is no
+        longer checked for being alive."""
+        proc = self.procs.pop(name)
+        kill_process_trees([proc.pid])
+        proc.wait(timeout=10)
 
     def stop(self) -> None:
         """Kill everything started here: the services' process groups and every descendant
         (task processes run in process groups of their own)."""
-        import psutil
-
-        victims: list[psutil.Process] = []
-        for proc in self.procs.values():
-            try:
-                root = psutil.Process(proc.pid)
-                victims += [root, *root.children(recursive=True)]
-            except psutil.NoSuchProcess:
-                pass
-        for proc in self.procs.values():
-            with suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        for victim in victims:
-            with suppress(psutil.NoSuchProcess):
-                victim.kill()
-        psutil.wait_procs(victims, timeout=10)
+        kill_process_trees(proc.pid for proc in self.procs.values())
         for proc in self.procs.values():
             proc.wait(timeout=10)
 
@@ -162,7 +192,7 @@ class AirflowCluster:
             self.check_alive()
             try:
                 value = check()
-            except sqlite3.OperationalError:  # locked, or a table not migrated yet
+            except self.transient_errors:  # locked, or a table not migrated yet
                 value = None
             if value:
                 return value
@@ -195,10 +225,15 @@ class AirflowCluster:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def log_folders(self) -> list[Path]:
+        """Where task logs are written (the workers' base log folders)."""
+        return [self.home / "logs"]
+
     def task_logs(self, dag_id: str, run_id: str | None = None) -> list[Path]:
-        root = self.home / "logs" / f"dag_id={dag_id}"
         pattern = f"run_id={run_id}/**/*.log" if run_id else "**/*.log"
-        return sorted(root.glob(pattern), key=lambda p: p.stat().st_mtime)
+        found = [p for root in self.log_folders for p in (root / f"dag_id={dag_id}").glob(pattern)]
+        return sorted(found, key=lambda p: p.stat().st_mtime)
 
     def diagnostics(self, dag_id: str | None = None, failed_only: bool = True) -> str:
         """Tails of the services' logs and of the task logs (the failed tasks' if any)."""
@@ -210,11 +245,11 @@ class AirflowCluster:
                     " WHERE dag_id = ? AND state IN ('failed', 'up_for_retry')",
                     (dag_id,),
                 )
-            except sqlite3.Error:
+            except Exception:  # the metadata database is what failed
                 failed = []
             logs = self.task_logs(dag_id)
             if failed and failed_only:
                 wanted = {f"task_id={task_id}" for _, task_id, _ in failed}
                 logs = [p for p in logs if wanted & set(p.parts)]
-            parts += [f"--- {p.relative_to(self.home)} ---\n{tail(p, 3000)}" for p in logs[-6:]]
+            parts += [f"--- {p.relative_to(self.workdir)} ---\n{tail(p, 3000)}" for p in logs[-6:]]
         return "\n".join(parts)
