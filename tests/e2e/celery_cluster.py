@@ -161,6 +161,8 @@ class CeleryCluster(AirflowCluster):
         self.connections_file.parent.mkdir(parents=True, exist_ok=True)
         self.connections_file.write_text("{}")
         super().start()
+        # deferred waits (a load slot, a table claim, an RDS change) run here
+        self.spawn("triggerer", ["triggerer"])
         for name in self.worker_names:
             self.start_worker(name)
         for name in self.worker_names:
