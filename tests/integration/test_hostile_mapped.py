@@ -384,3 +384,45 @@ def test_the_plan_never_makes_more_groups_than_airflow_maps(
         assert "group" in str(exc)
         return
     assert 1 <= len(plan.groups) <= 3
+
+
+def test_the_same_grouped_input_loaded_by_another_dag_into_a_keyless_table_is_warned(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
+) -> None:
+    """What the user did: renamed the DAG (or copied it) and ran the same date again: the
+    same files load a second time into a keyless table, which has nothing to refuse a second
+    copy with.
+
+    What happened: ``withdraw_superseded`` warns "same input" when the ledger holds this
+    input's fingerprint under another DAG -- found by the chunk key's parent directory, which
+    for grouped staging is ``group-NNNNN``: no warning, every row silently twice.
+
+    What should happen: the same warning as for an input staged in one task.
+    """
+    create_notes(pg_db, key=False)
+    s3 = moto_server.client("s3")
+    hook = BulkLoadHook(conn_id=pg_db.conn_id)
+    put(s3, s3_bucket, "in/part-0.csv", notes(1, 150))
+    put(s3, s3_bucket, "in/part-1.csv", notes(151, 300))
+
+    def staged_by(dag_id: str) -> Staged:
+        plan = stage(
+            f"s3://{s3_bucket}/in/",
+            s3=s3,
+            staging_uri=f"s3://{s3_bucket}/staging",
+            dag_id=dag_id,
+            table="notes",
+            run="2026-11-21",
+            options=StagingOptions(file_format=FileFormat(header=True), chunk_size=1000),
+            group_bytes=1,
+        )
+        for group in plan.groups:
+            stage_group(group, s3=s3)
+        return Staged(plan.manifest_uri, collect_groups(plan.groups, s3=s3), len(plan.groups))
+
+    load(hook, staged_by("old_name"))
+    renamed = staged_by("new_name")
+    assert renamed.groups == 2
+
+    warnings = hook.reconcile("notes", renamed.manifest_uri).warnings
+    assert len(warnings) == 1 and "old_name" in warnings[0], warnings
