@@ -112,8 +112,11 @@ def test_a_corrected_input_after_a_failed_grouped_load_takes_back_the_failed_row
     put(s3, s3_bucket, "in/part-2.csv", notes(201, 299) + "three,oops\n")
     first = stage_grouped(s3, s3_bucket, f"s3://{s3_bucket}/in/")
     assert first.groups == 3
-    with pytest.raises(ChunkLoadError):
+    with pytest.raises(ChunkLoadError) as failed:
         load(hook, first, verify=False)
+    # the error names the input file and line (a real one), not only the staged chunk
+    assert f"s3://{s3_bucket}/in/part-2.csv" in str(failed.value)
+    assert failed.value.line == 101
     committed = any_db.query("SELECT count(*) FROM notes")[0][0]
     assert 0 < committed < 300
 
