@@ -9,6 +9,7 @@ when written and passes once the break is fixed.
 
 from __future__ import annotations
 
+import gzip
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,10 +17,11 @@ import pytest
 
 from airflow_bulkload.exceptions import ChunkLoadError
 from airflow_bulkload.hooks import BulkLoadHook
+from airflow_bulkload.operators import LoadChunkOperator
 from airflow_bulkload.staging.groups import collect_groups, stage_group
 from airflow_bulkload.staging.manifest import FileFormat, Manifest
 from airflow_bulkload.staging.stager import Resources, StagingOptions, stage
-from tests.harness import MotoServer, TestDatabase
+from tests.harness import MotoServer, TestDatabase, put_chunk
 
 
 @dataclass
@@ -304,8 +306,6 @@ def test_a_file_rewritten_between_planning_and_its_group_is_not_staged_as_the_pl
     except Exception as exc:  # refusing, naming the file, is fine
         assert "part-1.csv" in str(exc)
         return
-    import gzip
-
     body = s3.get_object(Bucket=s3_bucket, Key=staged.chunks[0].object_key)["Body"].read()
     assert b"changed" not in gzip.decompress(body)
     assert staged.total_rows == 100
@@ -325,8 +325,6 @@ def test_a_deferred_load_of_a_chunk_already_loaded_does_not_wait_for_a_slot(
     What should happen: a chunk whose ledger entry is there and whose rows are in the table is
     skipped at once, slot or no slot.
     """
-    from airflow_bulkload.operators import LoadChunkOperator
-    from tests.harness import put_chunk
     from tests.integration.operators.test_deferred_waits import _hold_slot, _run
 
     any_db.query("CREATE TABLE t (id INT PRIMARY KEY)")
