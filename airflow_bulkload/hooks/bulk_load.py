@@ -162,6 +162,11 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
         with closing(self.get_conn()) as conn:
             dialect.ensure_state_schema(conn)
             ref = dialect.qualified_name(conn, dialect.table_ref(table))
+            if max_concurrent_loads:
+                # a chunk already in the table needs no slot: a retry or re-run never waits
+                done = self._already_loaded(conn, ref, spec, method)
+                if done is not None:
+                    return done
             with self._load_slot(conn, ref, max_concurrent_loads, slot_wait_timeout):
                 while True:
                     with dialect.transaction(conn):
@@ -218,6 +223,32 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
             nbytes / 1e6 / result.seconds if result.seconds else 0.0,
         )
         return result
+
+    def _already_loaded(
+        self, conn: Any, ref: TableRef, spec: ChunkSpec, method: str
+    ) -> ChunkResult | None:
+        """The skip result when the ledger has this very chunk and its rows are in the table.
+
+        Read only: anything less certain goes the long way, under a slot and the chunk's claim.
+        """
+        dialect = self.dialect
+        with dialect.transaction(conn):
+            entry = next(
+                (e for e in dialect.ledger_entries(conn, ref, spec.key) if e.chunk_key == spec.key),
+                None,
+            )
+            if entry is None or entry.checksum != spec.checksum:
+                return None
+            if self._stale_reason(conn, ref, entry) is not None:
+                return None
+        self.log.info(
+            "%s: already loaded into %s (%d rows, load %s), and its rows are there; skipping",
+            spec.uri,
+            ref,
+            entry.rows,
+            entry.load_id,
+        )
+        return ChunkResult(spec.uri, entry.rows, entry.bytes, 0.0, True, method)
 
     def _stored_probe(self, conn: Any, ref: TableRef, probe: KeyProbe | None) -> KeyProbe | None:
         """The chunk's first and last key as the table stores them, in the loading transaction.

@@ -26,6 +26,7 @@ from airflow.sdk.definitions.xcom_arg import PlainXComArg
 from airflow_bulkload.operators.stage import (
     MANIFEST_URI_XCOM_KEY,
     StageToS3Operator,
+    _max_map_length,
     work_owner,
 )
 from airflow_bulkload.staging.groups import collect_groups, stage_group
@@ -159,7 +160,7 @@ class CollectStagingOperator(BaseOperator):
     def execute(self, context: Context) -> list[dict[str, Any]]:
         s3 = _s3(self.aws_conn_id)
         if self.groups:
-            manifest = collect_groups(self.groups, s3=s3)
+            manifest = collect_groups(self.groups, s3=s3, max_map_length=_max_map_length())
         else:
             manifest = read_manifest(s3, self.manifest, required=True)
         context["ti"].xcom_push(key=MANIFEST_URI_XCOM_KEY, value=self.manifest)

@@ -2,9 +2,9 @@
 
 :func:`~airflow_bulkload.staging.stager.stage` with ``group_bytes`` plans the groups (it stages
 an input that fits one group itself). Each group is staged by :func:`stage_group` (a mapped task:
-its temp disk and memory follow its group, never the whole input) under a prefix of its own,
-with its own ``manifest.json`` written last; :func:`collect_groups` then writes the input's
-manifest from theirs. Every step is idempotent: a group whose manifest is there is not staged
+its temp disk and memory follow its group, never the whole input) under a key prefix of its
+own (``group-NNNNN-``), with its own manifest written last; :func:`collect_groups` then writes
+the input's manifest from theirs. Every step is idempotent: a group whose manifest is there is not staged
 again, one without is cleared and staged from scratch, and the input's manifest is only written
 once every group's is complete, so no chunk is listed twice and none is left out.
 
@@ -69,11 +69,14 @@ def stage_group(
     )
 
 
-def collect_groups(groups: Sequence[StagingGroup | dict[str, Any]], *, s3: Any) -> Manifest:
+def collect_groups(
+    groups: Sequence[StagingGroup | dict[str, Any]], *, s3: Any, max_map_length: int | None = None
+) -> Manifest:
     """Write the input's manifest from its groups' manifests and return it (idempotent).
 
-    Fails naming the group when one is not staged (yet), or when the groups' files name their
-    columns differently (a header that changed between files).
+    Fails naming the group when one is not staged (yet), when the groups' files name other
+    columns (a header that changed between files), or when the chunks are more than
+    ``max_map_length`` (the load tasks could not be mapped).
     """
     planned = [StagingGroup.from_dict(g) for g in groups]
     if not planned:
@@ -92,19 +95,28 @@ def collect_groups(groups: Sequence[StagingGroup | dict[str, Any]], *, s3: Any) 
                 "from another input; run its staging task again"
             )
         parts.append(part)
-    columns = parts[0].columns
-    for group, part in zip(planned, parts, strict=True):
-        if part.columns != columns:
+    # a group of empty files names no columns; files may order the same columns differently
+    # (each chunk carries its own order, as in one staging task), but not name others
+    named = [(g, p) for g, p in zip(planned, parts, strict=True) if p.chunks and p.columns]
+    columns = named[0][1].columns if named else parts[0].columns
+    for group, part in named:
+        if sorted(part.columns or []) != sorted(columns or []):
             raise BulkLoadError(
                 f"the input's files do not name the same columns: {group.sources[0].location} "
-                f"(group {group.index}) has {part.columns}, {planned[0].sources[0].location} "
+                f"(group {group.index}) has {part.columns}, {named[0][0].sources[0].location} "
                 f"has {columns}"
             )
     options = StagingOptions.from_dict(planned[0].options)
-    # numbered across the input; each keeps its group's manifest (its sources, for tracing)
+    count = sum(len(part.chunks) for part in parts)
+    if max_map_length is not None and count > max_map_length:
+        raise BulkLoadError(
+            f"the {len(parts)} groups made {count} chunks, more than Airflow maps in one task "
+            f"(core.max_map_length = {max_map_length}); raise chunk_size or stage_group_size, "
+            "or core.max_map_length, and clear the stage task"
+        )
+    # numbered across the input
     chunks = [
-        replace(chunk, index=n, manifest_uri=chunk.manifest_location)
-        for n, chunk in enumerate(c for part in parts for c in part.chunks)
+        replace(chunk, index=n) for n, chunk in enumerate(c for part in parts for c in part.chunks)
     ]
     sources = [source for group in planned for source in group.sources]
     manifest = staged_manifest(fingerprint, columns, chunks, options, sources)

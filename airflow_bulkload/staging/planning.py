@@ -247,8 +247,9 @@ def plan_groups(sources: Sequence[SourceFile], group_bytes: int) -> list[list[So
 class StagingGroup:
     """What one mapped staging task stages: some of the input's files, under a prefix of its own.
 
-    ``prefix`` is ``<input prefix>group-NNNNN/``: its chunks and its own ``manifest.json`` go
-    there; ``manifest_uri`` is the whole input's manifest, written once every group is staged.
+    ``prefix`` is ``<input prefix>group-NNNNN-``: its chunks (``group-NNNNN-chunk-MMMMM.csv.gz``)
+    and its own ``group-NNNNN-manifest.json`` are named with it, beside the input's
+    ``manifest.json``, written once every group is staged (``manifest_uri``).
     ``options`` are the staging options as a dict (the sort key and chunk size already resolved).
     """
 
@@ -281,7 +282,13 @@ class StagingGroup:
 
 
 def group_prefix(prefix: str, index: int) -> str:
-    return f"{prefix}group-{index:05d}/"
+    """A group's key prefix: its chunks and manifest sit beside the input's, in the same folder.
+
+    Not a folder of its own: everything that finds an input by its chunks' folder (the ledger's
+    load records, superseded inputs, the same input under another interval) finds grouped
+    chunks the same way.
+    """
+    return f"{prefix}group-{index:05d}-"
 
 
 _INT_TYPES = {

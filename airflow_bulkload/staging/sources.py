@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import glob
 import os
+import shutil
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -152,13 +153,38 @@ def materialize(
             bucket, key = parse_s3_uri(source.location)
             if log is not None:
                 log.info("downloading %s (%d bytes)", source.location, source.size)
-            s3_client.download_file(bucket, key, str(raw))
+            _download_as_listed(s3_client, source, bucket, key, raw)
         else:
             raw.symlink_to(source.location)
         named = raw.with_suffix(".csv.gz" if is_gzip_file(raw) else ".csv")
         raw.rename(named)
         paths.append(named)
     return paths
+
+
+def _download_as_listed(
+    s3_client: Any, source: SourceFile, bucket: str, key: str, to: Path
+) -> None:
+    """Download the object as it was listed (its ETag), or fail: the fingerprint names it.
+
+    Between listing and download (a mapped staging group may wait in a queue for a while) the
+    object can be overwritten; staging the new bytes under the old fingerprint would load an
+    input nobody planned. One streamed GET pinned with ``IfMatch``; memory stays one buffer.
+    """
+    try:
+        body = s3_client.get_object(Bucket=bucket, Key=key, IfMatch=f'"{source.version}"')["Body"]
+    except Exception as exc:
+        if s3_error_code(exc) in ("PreconditionFailed", "412"):
+            raise BulkLoadError(
+                f"{source.location} changed after staging listed it (ETag {source.version}); "
+                "clear the stage task to plan the input again"
+            ) from exc
+        raise
+    try:
+        with open(to, "wb") as out:
+            shutil.copyfileobj(body, out, 1024 * 1024)
+    finally:
+        body.close()
 
 
 @contextmanager

@@ -193,13 +193,20 @@ def stage(
             options = replace(options, direct=False)
     groups = plan_groups(sources, group_bytes) if group_bytes and not options.direct else []
     if len(groups) > 1:
-        # the chunk size fits Airflow's map length over the whole input, not one group
+        if len(groups) >= resources.max_map_length:
+            raise ValueError(
+                f"{len(groups)} staging groups of {format_size(group_bytes or 0)}: Airflow maps at "
+                f"most {resources.max_map_length} tasks (core.max_map_length), and every group "
+                "ends in a chunk of its own; raise stage_group_size"
+            )
+        # the chunk size fits Airflow's map length over the whole input, one partial chunk
+        # per group included
         options = replace(
             options,
             chunk_size=fit_chunk_size(
                 estimate_raw_bytes(sources),
                 options.chunk_size,
-                resources.max_map_length,
+                resources.max_map_length - len(groups),
                 grow=resources.grow_chunk_size,
                 what=f"input {', '.join(s.location for s in sources[:3])}",
             ),

@@ -190,15 +190,25 @@ def test_grouped_staging_never_maps_more_chunks_than_max_map_length(
     s3 = moto_server.client("s3")
     for part in range(4):
         put(s3, s3_bucket, f"in/part-{part}.csv", notes(part * 100 + 1, part * 100 + 100))
+    # fails up front, at planning, naming the limit (no staging work is done)
+    with pytest.raises(ValueError, match=r"more than Airflow maps in one task"):
+        stage_grouped(
+            s3,
+            s3_bucket,
+            f"s3://{s3_bucket}/in/",
+            chunk_size=750,
+            resources=Resources(max_map_length=7),
+        )
+    # with room for a part chunk per group it stages, within the limit
     staged = stage_grouped(
         s3,
         s3_bucket,
         f"s3://{s3_bucket}/in/",
         chunk_size=750,
-        resources=Resources(max_map_length=7),
+        resources=Resources(max_map_length=12),
     )
     assert staged.groups == 4
-    assert len(staged.manifest.chunks) <= 7
+    assert len(staged.manifest.chunks) <= 12
 
 
 def test_an_empty_part_file_alone_in_a_group_is_loaded_like_ungrouped(

@@ -117,11 +117,10 @@ def test_groups_stage_apart_and_collect_into_one_exact_manifest(s3: Any, s3_buck
     assert len({c.uri for c in manifest.chunks}) == len(manifest.chunks)
     assert manifest.columns == HEADER.split(",")
     assert manifest.source_count == 5
-    # each chunk names its group's manifest, whose sources are the group's own files
+    # grouped chunks sit beside the input's manifest, named by their group
     for chunk in manifest.chunks:
-        group_manifest = read_manifest(s3, chunk.manifest_location, required=True)
-        assert chunk.uri.rsplit("/", 1)[0] == chunk.manifest_location.rsplit("/", 1)[0]
-        assert len(group_manifest.sources) == 1
+        assert chunk.manifest_location == plan.manifest_uri
+        assert chunk.uri.rsplit("/", 1)[1].startswith("group-")
     assert read_manifest(s3, plan.manifest_uri, required=True) == manifest
     # a re-run finds the manifest and stages nothing
     again = _plan(
@@ -164,13 +163,13 @@ def test_a_group_killed_half_way_is_staged_again_and_no_chunk_is_listed_twice(
 
 def test_files_whose_headers_differ_are_refused_naming_them(s3: Any, s3_bucket: str) -> None:
     _put_parts(s3, s3_bucket, parts=2, rows_per_part=10)
-    body = gzip.compress(b"id,amount,name\n1,2,x\n")
+    body = gzip.compress(b"id,amount,note\n1,2,x\n")
     s3.put_object(Bucket=s3_bucket, Key="in/part-002.csv.gz", Body=body)
     plan = _plan(s3, s3_bucket, group_bytes=1)
     for group in plan.groups:
         stage_group(group, s3=s3)
     with pytest.raises(
-        BulkLoadError, match=r"part-002.csv.gz \(group 2\) has \['id', 'amount', 'name'\]"
+        BulkLoadError, match=r"part-002.csv.gz \(group 2\) has \['id', 'amount', 'note'\]"
     ):
         collect_groups(plan.groups, s3=s3)
 
