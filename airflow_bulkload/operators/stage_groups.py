@@ -43,6 +43,16 @@ def _s3(aws_conn_id: str | None) -> Any:
     return S3Hook(aws_conn_id=aws_conn_id).get_conn()
 
 
+def _group_bytes(group_size: str | int | None) -> int | None:
+    """``None`` (also its text, from a template) means one staging task; else a positive size."""
+    if group_size is None or str(group_size).strip().lower() in ("", "none"):
+        return None
+    size = parse_size(group_size)
+    if size < 1:
+        raise ValueError(f"stage_group_size must be a positive size or None, got {group_size!r}")
+    return size
+
+
 class PlanStagingOperator(StageToS3Operator):
     """Plan staging in groups of input files, one task each; stage a small input at once.
 
@@ -69,7 +79,7 @@ class PlanStagingOperator(StageToS3Operator):
         return PlainXComArg(self, key=MANIFEST_URI_XCOM_KEY)
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
-        group_bytes = parse_size(self.group_size) if self.group_size else None
+        group_bytes = _group_bytes(self.group_size)
         return [group.to_dict() for group in self.stage(context, group_bytes).groups]
 
 

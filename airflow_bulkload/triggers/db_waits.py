@@ -18,6 +18,8 @@ from asgiref.sync import sync_to_async
 
 from airflow_bulkload.exceptions import TableClaimedError
 
+MIN_POLL_INTERVAL = 0.2
+
 
 class _DatabaseWaitTrigger(BaseTrigger):
     """Poll a check every ``poll_interval`` seconds until it passes or ``deadline`` (epoch s)."""
@@ -29,7 +31,8 @@ class _DatabaseWaitTrigger(BaseTrigger):
         self.conn_id = conn_id
         self.table = table
         self.deadline = deadline
-        self.poll_interval = poll_interval
+        # never a busy loop on the database, whatever the task was given
+        self.poll_interval = max(float(poll_interval), MIN_POLL_INTERVAL)
 
     def _arguments(self) -> dict[str, Any]:
         return {
@@ -50,7 +53,8 @@ class _DatabaseWaitTrigger(BaseTrigger):
         blocker = "not checked"
         while True:
             try:
-                blocker = await sync_to_async(self.check)() or ""
+                # a thread of its own: one slow database never stalls the triggerer's others
+                blocker = await sync_to_async(self.check, thread_sensitive=False)() or ""
             except Exception as exc:  # the operator fails the task with the reason
                 yield TriggerEvent({"status": "error", "message": repr(exc)})
                 return
