@@ -391,3 +391,62 @@ def test_a_worker_killed_mid_chunk_loses_and_doubles_nothing(
         reloaded.append("already loaded into" not in retry_log)
     # the chunk whose load was cut off was not committed: its retry loaded it (not skipped it)
     assert any(reloaded), reloaded
+
+
+# -- a worker killed while staging --------------------------------------------------------------
+def _kill_worker_mid_staging(cluster: CeleryCluster, dag_id: str, timeout: float) -> str:
+    """Wait for a ``stage_group`` task running on a worker and kill -9 that worker's tree."""
+    workers = {cluster.hostname(name): name for name in cluster.worker_names}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cluster.check_alive()
+        for (hostname,) in cluster.query(
+            "SELECT hostname FROM task_instance WHERE dag_id = ? AND state = 'running'"
+            " AND task_id LIKE '%.stage_group' AND hostname IS NOT NULL",
+            (dag_id,),
+        ):
+            if hostname in workers:
+                cluster.kill(workers[hostname])
+                return workers[hostname]
+        time.sleep(0.05)
+    raise AssertionError(
+        f"no staging group seen running in {timeout} s\n{cluster.diagnostics(dag_id)}"
+    )
+
+
+def test_a_worker_killed_while_staging_a_group_leaves_no_chunk_twice(
+    cluster: CeleryCluster, pg_db: TestDatabase, moto_server: MotoServer, tmp_path: Path
+) -> None:
+    """kill -9 of the worker running a mapped ``stage_group`` task: the other worker stages the
+    group again, the input's manifest lists every chunk once, and the table ends exact."""
+    dag_id = unique_name("celery_stage_kill")
+    example = _example(pg_db, moto_server, tmp_path, dag_id, rows=60_000, files=4, chunk_size="1MB")
+    before = example.snapshot()
+    # each input file is a group of its own; bulk mode off: not what this test is about
+    _deploy(cluster, dag_id, [(example, {"stage_group_size": "1KB", "bulk_mode": "off"})])
+    killed = _kill_worker_mid_staging(cluster, dag_id, timeout=180)
+    [survivor] = [w for w in cluster.worker_names if w != killed]
+    _wait_for_run(cluster, dag_id)
+
+    example.assert_loaded_once(before)  # 0 lost, 0 doubled, every staged chunk loaded once
+    [manifest] = [m for m in example.manifests() if m["sources"] and len(m["sources"]) == 4]
+    keys = [chunk["uri"] for chunk in manifest["chunks"]]
+    assert len(keys) == len(set(keys)), keys
+    groups = cluster.query(
+        "SELECT map_index, state, hostname, try_number FROM task_instance WHERE dag_id = ?"
+        " AND task_id LIKE '%.stage_group' AND map_index >= 0 ORDER BY map_index",
+        (dag_id,),
+    )
+    history = cluster.query(
+        "SELECT map_index, try_number, state, hostname FROM task_instance_history"
+        " WHERE dag_id = ? AND task_id LIKE '%.stage_group'",
+        (dag_id,),
+    )
+    print(f"killed {killed} while staging; groups: {groups}; earlier tries: {history}")
+    assert len(groups) == 4 and all(state == "success" for _, state, _, _ in groups), groups
+    # the group cut off failed on the killed worker and was staged again on the other one
+    retried = [(m, host) for m, _, host, tries in groups if tries == 2]
+    assert retried and all(host == cluster.hostname(survivor) for _, host in retried), groups
+    assert any(
+        state == "failed" and host == cluster.hostname(killed) for _, _, state, host in history
+    ), history
