@@ -2,7 +2,7 @@
 
 ::
 
-    stage ─► stage_group x N (mapped, large input) ─► collect_staging
+    stage [─► stage_group x N (mapped) ─► collect_staging, with stage_group_size]
           ─► preflight ─► claim_table ─► withdraw_superseded ─► enter_bulk_mode (setup)
           ─► prepare_table (setup)
           ─► load x N (mapped) ─► finalize_table ─► checkpoint ─► report
@@ -41,9 +41,8 @@ from airflow_bulkload.operators.bulk_mode import (
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
 from airflow_bulkload.operators.preflight import PreflightCheckOperator
 from airflow_bulkload.operators.report import LoadReportOperator, record_end, record_start
-from airflow_bulkload.operators.stage import MANIFEST_URI_XCOM_KEY
+from airflow_bulkload.operators.stage import MANIFEST_URI_XCOM_KEY, StageToS3Operator
 from airflow_bulkload.operators.stage_groups import (
-    DEFAULT_GROUP_SIZE,
     CollectStagingOperator,
     PlanStagingOperator,
     StageGroupOperator,
@@ -168,7 +167,7 @@ def bulk_load_table(
     stage_kwargs: dict[str, Any] | None = None,
     load_kwargs: dict[str, Any] | None = None,
     deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-    stage_group_size: str | int | None = DEFAULT_GROUP_SIZE,
+    stage_group_size: str | int | None = None,
 ) -> TaskGroup:
     """Build the task group that bulk loads ``source`` into ``table`` (see the module docstring).
 
@@ -241,10 +240,11 @@ def bulk_load_table(
         "staging", "executor_config": {...}}`` to route it to workers with the disk (see
         docs/scaling.md); they win over the pipeline's own, except the task's identity.
     :param load_kwargs: the same for the mapped ``load`` tasks, e.g. ``{"pool": "db1"}``.
-    :param stage_group_size: an input that needs staging and is larger than this
-        (uncompressed, estimated) is staged by one mapped ``stage_group`` task per group of
-        files of at most this size, so no task's temp disk follows the whole input (see
-        ``PlanStagingOperator``); ``None``: one staging task whatever the size.
+    :param stage_group_size: e.g. ``"4GB"``: an input that needs staging and is larger than
+        this (uncompressed, estimated) is staged by one mapped ``stage_group`` task per group of
+        files of at most this size, then ``collect_staging``, so no task's temp disk follows the
+        whole input (see ``PlanStagingOperator``). ``None`` (default): one ``stage`` task stages
+        the whole input, and the group has two tasks fewer.
     :param deferrable: the long waits (the table claim held by another load, a free load slot,
         an RDS parameter change) run in the triggerer and hold no worker slot; needs a running
         ``airflow triggerer``. Default: ``[operators] default_deferrable``.
@@ -278,49 +278,61 @@ def bulk_load_table(
         renew = RenewBulkModeLease(table=table, target=bulk_target)
         load_timing = timing | {"pre_execute": _then(renew, record_start)}
     with _TaskGroup(group_id or default_group_id(table)) as group:
-        stage = PlanStagingOperator(
-            task_id="stage",
-            source=source,
-            staging=staging,
-            table=table,
-            **_with_extra(
-                {
-                    "file_format": file_format,
-                    "columns": columns,
-                    "sort_by_primary_key": sort_by_primary_key,
-                    "conn_id": conn_id,
-                    "aws_conn_id": aws_conn_id,
-                    "chunk_size": chunk_size,
-                    "load_method": method,
-                    "direct": direct,
-                    "quoted_newlines": quoted_newlines,
-                    "group_size": stage_group_size,
-                    **timing,
-                },
-                stage_kwargs,
-                "stage_kwargs",
-            ),
+        stage_arguments = _with_extra(
+            {
+                "file_format": file_format,
+                "columns": columns,
+                "sort_by_primary_key": sort_by_primary_key,
+                "conn_id": conn_id,
+                "aws_conn_id": aws_conn_id,
+                "chunk_size": chunk_size,
+                "load_method": method,
+                "direct": direct,
+                "quoted_newlines": quoted_newlines,
+                **timing,
+            },
+            stage_kwargs,
+            "stage_kwargs",
         )
-        # an input larger than a group is staged by one mapped task per group, then collected
-        stage_groups = StageGroupOperator.partial(
-            task_id="stage_group",
-            **_with_extra(
-                {"aws_conn_id": aws_conn_id, "map_index_template": GROUP_MAP_INDEX, **timing},
-                _accepted_by(StageGroupOperator, stage_kwargs),
-                "stage_kwargs",
-            ),
-        ).expand(group=stage.output)
-        collect = CollectStagingOperator(
-            task_id="collect_staging",
-            groups=stage.output,  # type: ignore[arg-type]  # an XComArg, resolved at run time
-            manifest=PlainXComArg(stage, key=MANIFEST_URI_XCOM_KEY),  # type: ignore[arg-type]
-            aws_conn_id=aws_conn_id,
-            # no groups (a small input, staged by the plan task) skips stage_group, not this
-            trigger_rule="none_failed",
-            **timing,
-        )
-        stage_groups >> collect
-        manifest_uri = PlainXComArg(collect, key=MANIFEST_URI_XCOM_KEY)
+        staging_tasks: dict[str, Any] = {}
+        if stage_group_size is None:
+            stage = StageToS3Operator(
+                task_id="stage", source=source, staging=staging, table=table, **stage_arguments
+            )
+            chunks, manifest_uri = stage.output, PlainXComArg(stage, key=MANIFEST_URI_XCOM_KEY)
+        else:
+            stage = PlanStagingOperator(
+                task_id="stage",
+                source=source,
+                staging=staging,
+                table=table,
+                group_size=stage_group_size,
+                **stage_arguments,
+            )
+            # an input larger than a group is staged by one mapped task per group, then collected
+            stage_groups = StageGroupOperator.partial(
+                task_id="stage_group",
+                **_with_extra(
+                    {"aws_conn_id": aws_conn_id, "map_index_template": GROUP_MAP_INDEX, **timing},
+                    _accepted_by(StageGroupOperator, stage_kwargs),
+                    "stage_kwargs",
+                ),
+            ).expand(group=stage.output)
+            collect = CollectStagingOperator(
+                task_id="collect_staging",
+                groups=stage.output,  # type: ignore[arg-type]  # an XComArg, resolved at run time
+                manifest=PlainXComArg(stage, key=MANIFEST_URI_XCOM_KEY),  # type: ignore[arg-type]
+                aws_conn_id=aws_conn_id,
+                # no groups (a small input, staged by the plan task) skips stage_group, not this
+                trigger_rule="none_failed",
+                **timing,
+            )
+            stage_groups >> collect
+            chunks, manifest_uri = collect.output, PlainXComArg(collect, key=MANIFEST_URI_XCOM_KEY)
+            staging_tasks = {
+                "stage_group": stage_groups.task_id,
+                "collect_staging": collect.task_id,
+            }
         # what every task after staging is given: the table, its connections, the manifest
         staged: dict[str, Any] = {
             "table": table,
@@ -390,7 +402,7 @@ def bulk_load_table(
                 load_kwargs,
                 "load_kwargs",
             ),
-        ).expand(chunk=collect.output)
+        ).expand(chunk=chunks)
         finalize = FinalizeTableOperator(
             task_id="finalize_table",
             parallelism=preflight.planned("index_build_parallelism"),  # type: ignore[arg-type]  # an int
@@ -433,8 +445,7 @@ def bulk_load_table(
         # report name -> task, in pipeline order
         stages = {
             "stage": stage.task_id,
-            "stage_group": stage_groups.task_id,
-            "collect_staging": collect.task_id,
+            **staging_tasks,
             "preflight": preflight.task_id,
             "claim_table": claim.task_id,
             "withdraw_superseded": withdraw.task_id,
