@@ -209,7 +209,8 @@ def bulk_load_table(
         load task).
     :param vcpus: the server's vCPUs, for a self-managed server (RDS classes are known).
     :param fail_on: pre-flight severities that fail the run (``"error"``, ``"warn"``, ``None``).
-    :param load_retries: retries of each chunk load (safe: the ledger makes them exactly-once).
+    :param load_retries: retries of each chunk load (safe: the ledger makes them exactly-once),
+        and of each ``stage_group`` task (a group is staged again from scratch).
         Bad data fails a chunk at once, without retries; retries are for lost connections.
     :param load_retry_delay: wait before a chunk load's retry.
     :param table_claim_timeout: how long ``claim_table`` waits while another load (a backfill
@@ -313,7 +314,14 @@ def bulk_load_table(
             stage_groups = StageGroupOperator.partial(
                 task_id="stage_group",
                 **_with_extra(
-                    {"aws_conn_id": aws_conn_id, "map_index_template": GROUP_MAP_INDEX, **timing},
+                    {
+                        "aws_conn_id": aws_conn_id,
+                        "map_index_template": GROUP_MAP_INDEX,
+                        # a group is staged again from scratch: a lost worker costs one retry
+                        "retries": load_retries,
+                        "retry_delay": load_retry_delay,
+                        **timing,
+                    },
                     _accepted_by(StageGroupOperator, stage_kwargs),
                     "stage_kwargs",
                 ),
