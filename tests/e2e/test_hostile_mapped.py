@@ -169,7 +169,7 @@ def test_a_key_repeated_across_groups_fails_naming_real_input_lines(
 
 
 def test_a_date_rerun_with_one_file_changed_added_and_removed_reloads_exactly_once(
-    any_db: TestDatabase,
+    pg_db: TestDatabase,
     moto_server: MotoServer,
     s3_bucket: str,
     airflow_db: Path,
@@ -182,17 +182,17 @@ def test_a_date_rerun_with_one_file_changed_added_and_removed_reloads_exactly_on
     date was loaded and verified); with reload the table holds exactly the new input."""
     from airflow.utils.state import DagRunState
 
-    _weather_table(any_db)
+    _weather_table(pg_db)
     header, lines = _weather()
     files, _ = _split_by_origin(lines)
     for origin, body in files.items():
         _put(moto_server, s3_bucket, f"{origin}.csv", header + "".join(body))
     dag_id = f"hostile_{uuid.uuid4().hex[:8]}"
-    first, states = _run(any_db, s3_bucket, tmp_path, dag_id=dag_id)
+    first, states = _run(pg_db, s3_bucket, tmp_path, dag_id=dag_id)
     assert first.state == DagRunState.SUCCESS, states
     assert states["stage_group"] == ["success"] * 3, states
     every = [line for body in files.values() for line in body]
-    assert _table(any_db) == _expected(header, every)
+    assert _table(pg_db) == _expected(header, every)
 
     ewr = list(files["EWR"])
     fields = ewr[0].split(",")
@@ -204,15 +204,15 @@ def test_a_date_rerun_with_one_file_changed_added_and_removed_reloads_exactly_on
     new_input = ewr + files["JFK"] + files["LGA"]
 
     capfd.readouterr()
-    refused, states = _run(any_db, s3_bucket, tmp_path, dag_id=dag_id)
+    refused, states = _run(pg_db, s3_bucket, tmp_path, dag_id=dag_id)
     assert refused.state == DagRunState.FAILED, states
-    assert _table(any_db) == _expected(header, every)  # nothing changed
+    assert _table(pg_db) == _expected(header, every)  # nothing changed
     out = capfd.readouterr().out
     refusal = next(line for line in out.splitlines() if "InputAlreadyLoadedError: " in line)
 
-    reloaded, states = _run(any_db, s3_bucket, tmp_path, dag_id=dag_id, conf={"reload": True})
+    reloaded, states = _run(pg_db, s3_bucket, tmp_path, dag_id=dag_id, conf={"reload": True})
     assert reloaded.state == DagRunState.SUCCESS, states
-    assert _table(any_db) == _expected(header, new_input)
+    assert _table(pg_db) == _expected(header, new_input)
     # the old input's load completed and was verified: the refusal must say so, naming the
     # input's staging prefix, not a group directory with "no record of whether it completed"
     assert "verified" in refusal and "/group-" not in refusal, refusal

@@ -101,16 +101,16 @@ def test_a_deferred_load_waits_for_a_slot_in_the_trigger_then_loads_exactly(
 
 
 def test_a_deferred_load_fails_when_no_slot_frees_up_in_time(
-    airflow_db: Path, any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
+    airflow_db: Path, pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
 ) -> None:
-    any_db.query("CREATE TABLE t (id INT PRIMARY KEY)")
+    pg_db.query("CREATE TABLE t (id INT PRIMARY KEY)")
     chunk = put_chunk(moto_server, s3_bucket, "c0.csv.gz", b"1\n", rows=1)
-    with closing(_hold_slot(BulkLoadHook(conn_id=any_db.conn_id))):
+    with closing(_hold_slot(BulkLoadHook(conn_id=pg_db.conn_id))):
         states, deferred = _run(
             lambda: LoadChunkOperator(
                 task_id="load",
                 table="t",
-                conn_id=any_db.conn_id,
+                conn_id=pg_db.conn_id,
                 chunk=chunk,
                 max_concurrent_loads=1,
                 slot_wait_timeout=2,
@@ -120,7 +120,7 @@ def test_a_deferred_load_fails_when_no_slot_frees_up_in_time(
         )
     assert states == {"load": "failed"}, states
     assert deferred
-    assert any_db.query("SELECT count(*) FROM t") == [(0,)]
+    assert pg_db.query("SELECT count(*) FROM t") == [(0,)]
 
 
 def test_a_deferred_claim_is_taken_when_the_other_load_lets_go(
@@ -152,17 +152,17 @@ def test_a_deferred_claim_is_taken_when_the_other_load_lets_go(
 
 
 def test_a_deferred_claim_fails_naming_the_holder_when_it_never_lets_go(
-    airflow_db: Path, any_db: TestDatabase
+    airflow_db: Path, pg_db: TestDatabase
 ) -> None:
-    any_db.query("CREATE TABLE t (id INT PRIMARY KEY)")
-    hook = TableStateHook(conn_id=any_db.conn_id)
+    pg_db.query("CREATE TABLE t (id INT PRIMARY KEY)")
+    hook = TableStateHook(conn_id=pg_db.conn_id)
     hook.claim("t", load_id="the other load")
     try:
         states, deferred = _run(
             lambda: ClaimTableOperator(
                 task_id="claim_table",
                 table="t",
-                conn_id=any_db.conn_id,
+                conn_id=pg_db.conn_id,
                 load_id="this load",
                 claim_timeout=2,
                 deferrable=True,
