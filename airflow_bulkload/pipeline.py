@@ -329,7 +329,7 @@ def bulk_load_table(
             collect = CollectStagingOperator(
                 task_id="collect_staging",
                 groups=stage.output,  # type: ignore[arg-type]  # an XComArg, resolved at run time
-                manifest=PlainXComArg(stage, key=MANIFEST_URI_XCOM_KEY),  # type: ignore[arg-type]
+                manifest=stage.output_manifest_uri,  # type: ignore[arg-type]
                 aws_conn_id=aws_conn_id,
                 # no groups (a small input, staged by the plan task) skips stage_group, not this
                 trigger_rule="none_failed",

@@ -198,17 +198,7 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
                             )
                         stale = self._stale_reason(conn, ref, existing)
                         if stale is None:
-                            self.log.info(
-                                "%s: already loaded into %s (%d rows, load %s), and its rows are "
-                                "there; skipping",
-                                spec.uri,
-                                ref,
-                                existing.rows,
-                                existing.load_id,
-                            )
-                            return ChunkResult(
-                                spec.uri, existing.rows, existing.bytes, 0.0, True, method
-                            )
+                            return self._skipped(spec, ref, existing, method)
                     # outside the transaction: taking the stale entry back claims the chunk itself
                     self._withdraw_stale(conn, ref, existing, spec, stale)
         result = ChunkResult(spec.uri, rows, nbytes, time.monotonic() - started, False, method)
@@ -241,6 +231,12 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
                 return None
             if self._stale_reason(conn, ref, entry) is not None:
                 return None
+        return self._skipped(spec, ref, entry, method)
+
+    def _skipped(
+        self, spec: ChunkSpec, ref: TableRef, entry: LedgerEntry, method: str
+    ) -> ChunkResult:
+        """The result of a chunk the ledger holds and whose rows are in the table: nothing done."""
         self.log.info(
             "%s: already loaded into %s (%d rows, load %s), and its rows are there; skipping",
             spec.uri,
