@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import re
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 from airflow_bulkload.exceptions import ChunkLoadError
+from airflow_bulkload.gzip_codec import GZIP_READ_ERRORS, gunzip_reader
 
 #: bytes read from S3 per request on the streaming path; memory per load task is a small multiple
 READ_BUFFER_BYTES = 1024 * 1024
@@ -94,7 +93,7 @@ class ChunkStream:
             size = READ_BUFFER_BYTES
         try:
             data = self._inner.read(size)
-        except (EOFError, OSError, zlib.error) as exc:
+        except GZIP_READ_ERRORS as exc:
             raise ChunkLoadError(
                 self.source,
                 f"the gzip stream is corrupt or truncated ({exc})",
@@ -139,7 +138,7 @@ def open_s3_stream(
         stored = _HashingReader(body)
         raw: BinaryIO = stored  # type: ignore[assignment]
         if compression == "gzip":
-            raw = gzip.GzipFile(fileobj=stored, mode="rb")  # type: ignore[call-overload]
+            raw = gunzip_reader(stored)  # type: ignore[arg-type]
         yield ChunkStream(raw, uri, stored)
     finally:
         body.close()

@@ -25,7 +25,6 @@ and last record while it streams.
 from __future__ import annotations
 
 import csv
-import gzip
 import re
 import zlib
 from collections.abc import Iterator, Sequence
@@ -33,6 +32,7 @@ from contextlib import contextmanager
 from typing import Any, BinaryIO
 
 from airflow_bulkload.exceptions import ChunkLoadError
+from airflow_bulkload.gzip_codec import gunzip_reader
 from airflow_bulkload.s3io import (
     READ_BUFFER_BYTES,
     ChunkStream,
@@ -469,7 +469,7 @@ def open_chunk_stream(
         raise
     body = response["Body"]
     try:
-        raw: Any = gzip.GzipFile(fileobj=body, mode="rb") if spec.compression == "gzip" else body
+        raw: Any = gunzip_reader(body) if spec.compression == "gzip" else body
         yield DirectChunkStream(_DirectReader(raw, spec), spec)
     finally:
         body.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import codecs
 import csv
-import gzip
 import io
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -20,6 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from airflow_bulkload.gzip_codec import ReadIntoAdapter, gunzip_reader
 from airflow_bulkload.staging.manifest import FileFormat
 
 #: how long a failed load may spend looking for its bad record in the input files
@@ -36,28 +36,13 @@ class SourceLine:
     line: int
 
 
-class _Raw(io.RawIOBase):
-    """Any object with ``read`` (an S3 body, a chunk stream) as a raw stream to buffer."""
-
-    def __init__(self, inner: BinaryIO) -> None:
-        self._inner = inner
-        self._left = b""  # what a read handed out beyond the buffer (whole-line readers do)
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        data = self._left or self._inner.read(len(buffer))
-        data, self._left = data[: len(buffer)], data[len(buffer) :]
-        buffer[: len(data)] = data
-        return len(data)
-
-
 def _decompressed(raw: BinaryIO) -> io.BufferedIOBase:
     """``raw`` as its bytes read, gunzipped when it is gzip (told by its first two bytes)."""
-    buffered = raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(_Raw(raw))
+    buffered = (
+        raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(ReadIntoAdapter(raw))
+    )
     if buffered.peek(2)[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=buffered, mode="rb")
+        return gunzip_reader(buffered)  # type: ignore[return-value]
     return buffered
 
 

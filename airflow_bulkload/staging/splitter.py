@@ -10,7 +10,6 @@ Memory stays bounded by one write buffer plus the longest record.
 from __future__ import annotations
 
 import csv
-import gzip
 import hashlib
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from airflow_bulkload.gzip_codec import gzip_writer
 from airflow_bulkload.staging.planning import STAGED_FORMAT, chunk_name
 
 _QUOTE = STAGED_FORMAT.quote.encode()
@@ -71,9 +71,7 @@ class _ChunkWriter:
         self._sink: BinaryIO
         if compression == "gzip":
             # mtime=0 and no file name in the header: the same rows give the same bytes and checksum
-            self._sink = gzip.GzipFile(  # type: ignore[assignment]
-                filename="", fileobj=self._hashing, mode="wb", compresslevel=compress_level, mtime=0
-            )
+            self._sink = gzip_writer(self._hashing, compress_level)  # type: ignore[arg-type]
         else:
             self._sink = self._hashing  # type: ignore[assignment]
         self._pending: list[bytes] = []
