@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from airflow_bulkload.advice.instance_classes import ec2_instance_type, vcpus_for_class
 from airflow_bulkload.advice.models import InstanceSummary
 
@@ -119,6 +117,8 @@ def _writer_of(cluster: dict[str, Any]) -> str | None:
 
 def _cluster_parameters(rds: Any, cluster: dict[str, Any] | None) -> dict[str, str]:
     """The S3 role parameters set in the cluster's parameter group (empty when unreadable)."""
+    from botocore.exceptions import BotoCoreError, ClientError  # only a task reading RDS needs it
+
     if not cluster or not cluster.get("DBClusterParameterGroup"):
         return {}
     values: dict[str, str] = {}
@@ -152,6 +152,7 @@ def _vcpus(
     if ec2_type is None:
         return None
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+    from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         ec2: Any = AwsBaseHook(

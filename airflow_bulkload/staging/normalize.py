@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from airflow_bulkload.exceptions import BulkLoadError, InvalidFileFormatError
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.origin import header_of
@@ -131,6 +129,8 @@ def normalize(
 
     ``path_names`` maps local file names to what the user called them, for error messages.
     """
+    import duckdb  # here, not at the top: DAG files and load tasks import this module, not DuckDB
+
     check_input_format(fmt)
     names = dict(path_names or {})
     started = time.monotonic()
@@ -187,6 +187,8 @@ def normalize(
 
 
 def _file_header(con: Any, path: Path, fmt: FileFormat, names: Mapping[str, str]) -> list[str]:
+    import duckdb
+
     try:
         described = con.execute(
             "DESCRIBE SELECT * FROM " + read_csv_sql([path], fmt, None, sniff=True)  # noqa: S608

@@ -6,7 +6,6 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.providers.amazon.aws.hooks.rds import RdsHook
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_bulkload.bulk_mode.status import WaitSpec, poll_async
@@ -59,6 +58,8 @@ class RdsParameterGroupInSyncTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         spec = WaitSpec.from_dict(self.spec)
+        from airflow.providers.amazon.aws.hooks.rds import RdsHook  # the triggerer's import
+
         hook = RdsHook(aws_conn_id=self.aws_conn_id, region_name=self.region_name)
         try:
             async with await hook.get_async_conn() as client:
