@@ -19,12 +19,15 @@ check: install
 	$(BIN)/mypy
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir build/docs-check
 
-# The suite, then (unless PYTEST_ARGS picks a part) the CeleryExecutor deployment tests as a step
-# of their own: they start a whole deployment, so they stay out of the suite's time budget.
+# The suite (two pytest processes side by side, see scripts/run_tests.sh), then the CeleryExecutor
+# deployment tests as a step of their own: they start a whole deployment, so they stay out of the
+# suite's time. PYTEST_ARGS picks a part instead, run as one pytest process.
 test: check
-	$(BIN)/pytest -m "not celery" $(PYTEST_ARGS)
 ifeq ($(strip $(PYTEST_ARGS)),)
+	scripts/run_tests.sh
 	$(BIN)/pytest -m celery
+else
+	$(BIN)/pytest -m "not celery" $(PYTEST_ARGS)
 endif
 
 format: install

@@ -139,10 +139,29 @@ def airflow_db() -> Path:
     return AIRFLOW_HOME
 
 
+#: integration modules that change server-wide settings (bulk mode) or compare them with a
+#: snapshot; every e2e test does too (the example DAGs enter bulk mode)
+SERVER_SETTINGS_MODULES = frozenset(
+    {
+        "test_bulk_mode_server.py",
+        "test_bulk_mode_operators.py",
+        "test_teardowns.py",
+        "test_connection_extras.py",
+    }
+)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark tests by folder so `-m unit` / `-m integration` / `-m e2e` select them."""
+    """Mark tests by folder so `-m unit` / `-m integration` / `-m e2e` select them.
+
+    The tests that change or compare the servers' own settings are also marked
+    ``server_settings``: ``make test`` runs them in one pytest process and the rest (each in a
+    database of its own) in a second process beside it (scripts/run_tests.sh).
+    """
     for item in items:
-        parts = Path(str(item.fspath)).parts
+        path = Path(str(item.fspath))
         for marker in ("unit", "integration", "e2e"):
-            if marker in parts:
+            if marker in path.parts:
                 item.add_marker(getattr(pytest.mark, marker))
+        if "e2e" in path.parts or path.name in SERVER_SETTINGS_MODULES:
+            item.add_marker(pytest.mark.server_settings)
