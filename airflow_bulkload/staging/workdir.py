@@ -18,6 +18,7 @@ import os
 import re
 import secrets
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,9 @@ log = logging.getLogger(__name__)
 
 WORK_ROOT_NAME = "bulkload-staging"
 OWNER_FILE = "owner.json"
+#: a directory without a readable owner file is left alone this long: its attempt may be
+#: between creating it and writing the file (a sibling task on the same worker)
+UNOWNED_GRACE_SECONDS = 60.0
 
 
 def process_start_time(pid: int) -> str | None:
@@ -62,21 +66,32 @@ def owner_is_alive(owner: dict[str, object]) -> bool:
     return started is not None and (started == "" or started == owner.get("started"))
 
 
-def remove_abandoned(root: Path) -> list[Path]:
-    """Remove the work directories under ``root`` whose owning process is gone; returns them."""
+def remove_abandoned(root: Path, *, now: float | None = None) -> list[Path]:
+    """Remove the work directories under ``root`` whose owning process is gone; returns them.
+
+    A directory with no readable owner file was left by an attempt killed before it wrote one,
+    or belongs to an attempt writing it right now: it is removed once it is older than
+    :data:`UNOWNED_GRACE_SECONDS`.
+    """
     removed: list[Path] = []
     if not root.is_dir():
         return removed
+    now = time.time() if now is None else now
     for child in root.iterdir():
         if not child.is_dir():
             continue
         try:
             owner = json.loads((child / OWNER_FILE).read_text())
-        except FileNotFoundError:
-            owner = {}  # killed before it wrote its owner file: nobody can own it
         except (OSError, ValueError):
+            owner = None
+        if owner is None or not isinstance(owner, dict):
+            try:
+                if now - child.stat().st_mtime < UNOWNED_GRACE_SECONDS:
+                    continue
+            except OSError:
+                continue  # its attempt ended and removed it meanwhile
             owner = {}
-        if isinstance(owner, dict) and owner_is_alive(owner):
+        elif owner_is_alive(owner):
             continue
         shutil.rmtree(child, ignore_errors=True)
         removed.append(child)
@@ -104,9 +119,10 @@ def staging_workdir(temp_root: Path, owner: str) -> Iterator[Path]:
     pid = os.getpid()
     path = root / f"{_safe(owner)}-{pid}-{secrets.token_hex(4)}"
     path.mkdir()
-    (path / OWNER_FILE).write_text(
-        json.dumps({"pid": pid, "started": process_start_time(pid), "owner": owner})
-    )
+    # written whole, then renamed: a sibling attempt never reads half an owner file
+    partial = path / f".{OWNER_FILE}.partial"
+    partial.write_text(json.dumps({"pid": pid, "started": process_start_time(pid), "owner": owner}))
+    partial.rename(path / OWNER_FILE)
     try:
         yield path
     finally:

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from airflow_bulkload.staging.workdir import (
     OWNER_FILE,
+    UNOWNED_GRACE_SECONDS,
     WORK_ROOT_NAME,
     owner_is_alive,
     process_start_time,
@@ -41,5 +43,20 @@ def test_only_dead_owners_directories_are_removed(tmp_path: Path) -> None:
     (live / OWNER_FILE).write_text(json.dumps({"pid": me, "started": process_start_time(me)}))
     (dead / OWNER_FILE).write_text(json.dumps({"pid": me, "started": "not-its-start-time"}))
 
-    assert sorted(p.name for p in remove_abandoned(root)) == ["dead", "unowned"]
+    later = time.time() + UNOWNED_GRACE_SECONDS + 1
+    assert sorted(p.name for p in remove_abandoned(root, now=later)) == ["dead", "unowned"]
     assert [p.name for p in root.iterdir()] == ["live"]
+
+
+def test_a_directory_just_made_by_a_sibling_attempt_is_left_alone(tmp_path: Path) -> None:
+    """A sibling task on the same worker between mkdir and writing its owner file (or half way
+    through writing it) is not a killed attempt."""
+    root = tmp_path / WORK_ROOT_NAME
+    (root / "being-created").mkdir(parents=True)
+    (root / "half-written").mkdir()
+    (root / "half-written" / OWNER_FILE).write_text('{"pid": 1')
+    (root / "dead").mkdir()
+    (root / "dead" / OWNER_FILE).write_text(json.dumps({"pid": 1, "started": "not-its-start"}))
+
+    assert [p.name for p in remove_abandoned(root)] == ["dead"]
+    assert sorted(p.name for p in root.iterdir()) == ["being-created", "half-written"]
