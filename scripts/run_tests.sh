@@ -7,6 +7,8 @@
 # halves overlap instead of queueing. Extra arguments go to both pytest processes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# each half makes an Airflow home (and SQLite metadata database) of its own
+unset BULKLOAD_TEST_AIRFLOW_HOME
 
 run() {
     local name=$1

@@ -77,7 +77,8 @@ def test_claim_serialises_loaders_of_one_chunk_until_the_first_commits(
         for _ in range(200):
             waiting = pg_db.query(
                 "SELECT l.pid FROM pg_locks l JOIN pg_locks h ON h.locktype = 'advisory'"
-                " AND h.objid = l.objid AND h.classid = l.classid AND h.granted"
+                " AND h.database = l.database AND h.objid = l.objid AND h.classid = l.classid"
+                " AND h.granted"
                 " WHERE l.locktype = 'advisory' AND NOT l.granted AND h.pid = %s",
                 (first_pid,),
             )
