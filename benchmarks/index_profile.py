@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import threading
 import time
 from contextlib import closing
+from functools import partial
 from pathlib import Path
 
 from psycopg import sql
 
+from benchmarks.cases import in_parallel, timed
 from benchmarks.datasets import CLASSIC, generate
 from benchmarks.engines import ENGINES, TABLE
 from tests.harness import ServerSettings, TestDatabase, fresh_database
@@ -44,31 +45,18 @@ ROUNDS: list[tuple[str | None, int | None]] = [
 def _build_all(
     db: TestDatabase, statements: list[str], mwm: str | None, workers: int | None
 ) -> float:
-    errors: list[BaseException] = []
-
     def build(statement: str) -> None:
-        try:
-            with closing(db.connect(autocommit=True)) as conn:
-                if mwm is not None:
-                    conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (mwm,))
-                if workers is not None:
-                    conn.execute(
-                        "SELECT set_config('max_parallel_maintenance_workers', %s, false)",
-                        (str(workers),),
-                    )
-                conn.execute(statement)
-        except BaseException as exc:  # reported by the caller
-            errors.append(exc)
+        with closing(db.connect(autocommit=True)) as conn:
+            if mwm is not None:
+                conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", (mwm,))
+            if workers is not None:
+                conn.execute(
+                    "SELECT set_config('max_parallel_maintenance_workers', %s, false)",
+                    (str(workers),),
+                )
+            conn.execute(statement)
 
-    started = time.monotonic()
-    threads = [threading.Thread(target=build, args=(s,)) for s in statements]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    return time.monotonic() - started
+    return timed(lambda: in_parallel([partial(build, s) for s in statements]))
 
 
 def main() -> None:
