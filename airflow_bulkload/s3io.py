@@ -96,7 +96,7 @@ class ChunkStream:
         except GZIP_READ_ERRORS as exc:
             raise ChunkLoadError(
                 self.source,
-                f"the gzip stream is corrupt or truncated ({exc})",
+                f"the gzip stream is corrupt or truncated, or ends in bytes that are not gzip ({exc})",
                 expected="a complete gzip object",
             ) from exc
         self.bytes_read += len(data)

@@ -99,10 +99,16 @@ class DirectRefusedError(Exception):
 
 def _first_line(data: bytes, gzipped: bool, location: str) -> bytes:
     if gzipped:
+        # a multi-member object (``cat a.gz b.gz``) may hold its first line in a later member
+        text, rest = b"", data
         try:
-            data = zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(data, MAX_RECORD_BYTES)
+            while rest[:2] == b"\x1f\x8b" and b"\n" not in text and len(text) < MAX_RECORD_BYTES:
+                member = zlib.decompressobj(zlib.MAX_WBITS | 16)
+                text += member.decompress(rest, MAX_RECORD_BYTES - len(text))
+                rest = member.unused_data if member.eof else b""
         except zlib.error as exc:
             raise InputFormatError(f"{location} is not a readable gzip object ({exc})") from exc
+        data = text
     if b"\r" in data and b"\n" not in data:
         raise DirectRefusedError(f"{location} ends its lines with CR alone")
     if data.startswith(_BOM):
@@ -174,7 +180,13 @@ def plan_direct(
         gzipped = head[:2] == b"\x1f\x8b"
         names = list(columns) if columns else list(table_columns) if table_columns else None
         if fmt.header:
-            header = _fields(_first_line(head, gzipped, source.location), fmt)
+            try:
+                header = _fields(_first_line(head, gzipped, source.location), fmt)
+            except csv.Error as exc:
+                raise InputFormatError(
+                    f"{source.location}: its first line does not read as a CSV header ({exc}); "
+                    "is it CSV (an object named .gz that is not gzip is read as plain text)?"
+                ) from exc
             if any(name != name.strip() for name in header):
                 raise DirectRefusedError(f"{source.location}'s header names hold spaces at an end")
             check_header(source.location, header, columns)
