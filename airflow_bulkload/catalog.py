@@ -446,3 +446,22 @@ class ChunkResult:
         data = asdict(self)
         data["rows_per_second"] = round(self.rows_per_second, 1)
         return data
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """What the ledger check before a load did: chunks taken back out, stale entries dropped."""
+
+    withdrawn: list[ChunkResult]
+    stale: list[str]
+    empty_before: bool | None
+    warnings: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "chunks": [r.uri for r in self.withdrawn],
+            "rows": sum(r.rows for r in self.withdrawn),
+            "stale": self.stale,
+            "empty_before": self.empty_before,
+            "warnings": self.warnings,
+        }

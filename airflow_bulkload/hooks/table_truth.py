@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import time
 from contextlib import closing
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_bulkload.catalog import ChunkResult, LedgerEntry, LoadRecord, TableRef
+from airflow_bulkload.catalog import ChunkResult, LedgerEntry, LoadRecord, Reconciliation, TableRef
 from airflow_bulkload.exceptions import (
     BulkLoadError,
     InputAlreadyLoadedError,
@@ -29,25 +28,6 @@ if TYPE_CHECKING:
     from airflow.sdk.types import Logger
 
     from airflow_bulkload.dialects import Dialect
-
-
-@dataclass(frozen=True)
-class Reconciliation:
-    """What the ledger check before a load did: chunks taken back out, stale entries dropped."""
-
-    withdrawn: list[ChunkResult]
-    stale: list[str]
-    empty_before: bool | None
-    warnings: list[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "chunks": [r.uri for r in self.withdrawn],
-            "rows": sum(r.rows for r in self.withdrawn),
-            "stale": self.stale,
-            "empty_before": self.empty_before,
-            "warnings": self.warnings,
-        }
 
 
 class TableTruthMixin:

@@ -47,37 +47,9 @@ from airflow_bulkload.staging.planning import GZIP_EXPANSION_ESTIMATE, SourceFil
 
 #: bytes read at the start of each object (format and header) and around each cut point
 PEEK_BYTES = 64 * 1024
-#: the encodings PostgreSQL's COPY reads as such (others are staged, i.e. re-encoded)
-DIRECT_ENCODINGS = ("utf-8", "latin-1")
 #: the tail of a range kept while it streams, to read its last record's key
 TAIL_BYTES = 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
-
-
-def direct_refusal(
-    sources: Sequence[SourceFile], fmt: FileFormat, *, sort_key: Sequence[str]
-) -> str | None:
-    """Why this input cannot be loaded as stored (it is staged then), or ``None`` when it can.
-
-    The engine's side (a loader that reads CSV as written, the ``client`` method) is the
-    caller's to decide: see ``StagingOptions.direct``.
-    """
-    if sort_key:
-        return "the input is sorted first"
-    if fmt.format != "csv":
-        return f"format {fmt.format!r} is staged"
-    if fmt.effective_escape != fmt.quote:
-        return (
-            "an escape character other than the quote is staged (cut points are checked by quotes)"
-        )
-    if fmt.python_encoding not in DIRECT_ENCODINGS:
-        return f"encoding {fmt.encoding!r} is re-encoded by staging"
-    if not sources:
-        return "no input objects"
-    local = [s.location for s in sources if not s.is_s3]
-    if local:
-        return f"local files ({local[0]}, ...) are staged into S3"
-    return None
 
 
 def _get(s3: Any, source: SourceFile, start: int, end: int) -> tuple[bytes, dict[str, Any]]:

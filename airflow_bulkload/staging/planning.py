@@ -371,3 +371,33 @@ def resolve_sort_types(
             f"sort_key_types has {len(types)} entries but sort_key has {len(sort_key)} columns"
         )
     return [duckdb_sort_type(t) for t in types]
+
+
+#: the encodings PostgreSQL's COPY reads as such (others are staged, i.e. re-encoded)
+DIRECT_ENCODINGS = ("utf-8", "latin-1")
+
+
+def direct_refusal(
+    sources: Sequence[SourceFile], fmt: FileFormat, *, sort_key: Sequence[str]
+) -> str | None:
+    """Why this input cannot be loaded as stored (it is staged then), or ``None`` when it can.
+
+    The engine's side (a loader that reads CSV as written, the ``client`` method) is the
+    caller's to decide: see ``StagingOptions.direct``.
+    """
+    if sort_key:
+        return "the input is sorted first"
+    if fmt.format != "csv":
+        return f"format {fmt.format!r} is staged"
+    if fmt.effective_escape != fmt.quote:
+        return (
+            "an escape character other than the quote is staged (cut points are checked by quotes)"
+        )
+    if fmt.python_encoding not in DIRECT_ENCODINGS:
+        return f"encoding {fmt.encoding!r} is re-encoded by staging"
+    if not sources:
+        return "no input objects"
+    local = [s.location for s in sources if not s.is_s3]
+    if local:
+        return f"local files ({local[0]}, ...) are staged into S3"
+    return None

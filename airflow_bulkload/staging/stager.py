@@ -19,7 +19,7 @@ from typing import Any
 from airflow_bulkload.exceptions import BulkLoadError, NulByteError
 from airflow_bulkload.s3io import parse_s3_uri
 from airflow_bulkload.staging.chunk_upload import split_and_upload
-from airflow_bulkload.staging.direct import DirectRefusedError, direct_refusal, plan_direct
+from airflow_bulkload.staging.direct import DirectRefusedError, plan_direct
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest, read_manifest
 from airflow_bulkload.staging.normalize import normalize
 from airflow_bulkload.staging.origin import find_nul
@@ -29,6 +29,7 @@ from airflow_bulkload.staging.planning import (
     STAGED_FORMAT,
     SourceFile,
     StagingGroup,
+    direct_refusal,
     estimate_raw_bytes,
     fit_chunk_size,
     format_size,
