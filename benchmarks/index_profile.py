@@ -29,7 +29,7 @@ from psycopg import sql
 
 from benchmarks.cases import in_parallel, timed
 from benchmarks.datasets import CLASSIC, generate
-from benchmarks.engines import ENGINES, TABLE
+from benchmarks.engines import ENGINES, TABLE, index_name
 from tests.harness import ServerSettings, TestDatabase, fresh_database
 
 #: (maintenance_work_mem, max_parallel_maintenance_workers); None keeps the server's value
@@ -78,7 +78,7 @@ def main() -> None:
         db.query(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(TABLE)).as_string(None))
         print(f"first scan (hint bits): {time.monotonic() - started:.2f} s")
         builds, attach = engine.index_phases(CLASSIC)
-        names = [f"{TABLE}_pkey", "bench_a_idx", "bench_b_c_idx"]
+        names = [f"{TABLE}_pkey", *(index_name(cols) for cols in CLASSIC.index_columns)]
         for mwm, workers in [r for _ in range(args.repeat) for r in ROUNDS]:
             for name in names:
                 db.query(

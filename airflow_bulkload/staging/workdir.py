@@ -84,7 +84,7 @@ def remove_abandoned(root: Path, *, now: float | None = None) -> list[Path]:
             owner = json.loads((child / OWNER_FILE).read_text())
         except (OSError, ValueError):
             owner = None
-        if owner is None or not isinstance(owner, dict):
+        if not isinstance(owner, dict):
             try:
                 if now - child.stat().st_mtime < UNOWNED_GRACE_SECONDS:
                     continue
