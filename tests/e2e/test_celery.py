@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -322,6 +322,44 @@ def _worker_with_port(cluster: CeleryCluster, dag_id: str, port: int) -> str | N
     return None
 
 
+GATE_LOCK = "bulkload-test-load-gate"
+
+
+@contextmanager
+def _loads_held_at_a_gate(example: ExampleLoad) -> Iterator[None]:
+    """Hold every chunk load of ``example``'s table at its first row whose id ends in 500 until
+    the block exits, so the test sees a load in progress however fast a chunk loads (a 4 MB
+    chunk takes a fraction of a second, shorter than one round of polling): a row trigger waits
+    for a lock this block holds, a session advisory lock on PostgreSQL, ``GET_LOCK`` on MySQL.
+    The trigger stays; once the lock is released it only takes and gives back a free lock."""
+    holder = example.db.connect()
+    try:
+        cur = holder.cursor()
+        if example.engine == "postgres":
+            cur.execute("SELECT pg_advisory_lock(hashtext(%s))", (GATE_LOCK,))
+            example.query(
+                "CREATE FUNCTION load_gate() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+                f" PERFORM pg_advisory_lock_shared(hashtext('{GATE_LOCK}'));"
+                f" PERFORM pg_advisory_unlock_shared(hashtext('{GATE_LOCK}'));"
+                " RETURN NEW; END $$"
+            )
+            example.query(
+                f"CREATE TRIGGER load_gate BEFORE INSERT ON {example.table} FOR EACH ROW"
+                " WHEN (NEW.id % 1000 = 500) EXECUTE FUNCTION load_gate()"
+            )
+        else:
+            cur.execute("SELECT GET_LOCK(%s, 10)", (GATE_LOCK,))
+            example.query(
+                f"CREATE TRIGGER load_gate BEFORE INSERT ON {example.table} FOR EACH ROW BEGIN"
+                f" IF NEW.id % 1000 = 500 THEN SET @gate = GET_LOCK('{GATE_LOCK}', 600);"
+                f" SET @gate = RELEASE_LOCK('{GATE_LOCK}'); END IF; END"
+            )
+        cur.close()
+        yield
+    finally:
+        holder.close()  # ends the session: its lock goes with it
+
+
 def _kill_worker_mid_chunk(cluster: CeleryCluster, example: ExampleLoad, timeout: float) -> str:
     """Wait for a chunk load in progress on the server, find the worker whose task sends it and,
     the load still running, kill -9 that worker's whole process tree. Returns the worker."""
@@ -353,8 +391,9 @@ def test_a_worker_killed_mid_chunk_loses_and_doubles_nothing(
     dag_id = unique_name(f"celery_kill_{engine}")
     example = _example(db, moto_server, tmp_path, dag_id, rows=100_000, files=2, chunk_size="4MB")
     before = example.snapshot()
-    _deploy(cluster, dag_id, [(example, {"parallelism": 2})])
-    killed = _kill_worker_mid_chunk(cluster, example, timeout=180)
+    with _loads_held_at_a_gate(example):
+        _deploy(cluster, dag_id, [(example, {"parallelism": 2})])
+        killed = _kill_worker_mid_chunk(cluster, example, timeout=180)
     [survivor] = [w for w in cluster.worker_names if w != killed]
     lost = cluster.query(
         "SELECT task_id, map_index FROM task_instance WHERE dag_id = ? AND hostname = ?"
