@@ -64,8 +64,9 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
 
     conn_name_attr = "conn_id"
     default_conn_name = "postgres_default"
-    conn_type = "bulkload"
-    hook_name = "Bulk Load"
+    #: the connection types it works on: the postgres and mysql providers' own (no type of its
+    #: own, so no form of its own: ``bulkload_state_schema`` goes in the connection's Extra JSON)
+    supported_conn_types: tuple[str, ...] = ("postgres", "mysql")
 
     def __init__(self, conn_id: str, aws_conn_id: str | None = "aws_default") -> None:
         super().__init__()

@@ -210,8 +210,8 @@ class BulkModeHook(BaseHook):
 
     conn_name_attr = "conn_id"
     default_conn_name = "postgres_default"
-    conn_type = "bulkload_bulk_mode"
-    hook_name = "Bulk Mode"
+    #: a self-managed server is reached through a postgres or mysql provider connection
+    supported_conn_types: tuple[str, ...] = ("postgres", "mysql")
 
     def __init__(
         self,

@@ -26,3 +26,17 @@ def test_every_listed_class_imports() -> None:
             paths.extend(entry.get("python-modules", []))
     for path in paths:
         import_module(path)
+
+
+def test_the_hooks_work_on_connection_types_that_exist() -> None:
+    """No connection type of our own (no form to fill): the postgres and mysql providers' types."""
+    from airflow.providers_manager import ProvidersManager
+
+    from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+    from airflow_bulkload.hooks.bulk_mode import BulkModeHook
+
+    registered = set(ProvidersManager().hooks)
+    assert "connection-types" not in airflow_bulkload.get_provider_info()
+    for hook in (BulkLoadHook, BulkModeHook):
+        assert not hasattr(hook, "conn_type"), hook
+        assert set(hook.supported_conn_types) <= registered, (hook, registered)
