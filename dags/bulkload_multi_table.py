@@ -14,6 +14,7 @@ import os
 
 import pendulum
 from airflow.sdk import DAG, Asset
+from airflow.timetables.interval import CronDataIntervalTimetable
 
 from airflow_bulkload.pipeline import bulk_load_table, reload_param
 
@@ -25,7 +26,9 @@ TABLES = {"public.customers": "customers", "public.orders": "orders"}
 with DAG(
     dag_id="bulkload_multi_table",
     description="Nightly S3 -> PostgreSQL load of several tables",
-    schedule="@daily",
+    # a run starting at midnight loads the day that just ended: with the data-interval
+    # timetable its logical date (ds) is that day, not the day starting (as "@daily" gives)
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["bulkload", "postgres"],

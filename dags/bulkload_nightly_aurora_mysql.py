@@ -21,6 +21,7 @@ import os
 
 import pendulum
 from airflow.sdk import DAG, Asset, Param
+from airflow.timetables.interval import CronDataIntervalTimetable
 
 from airflow_bulkload.pipeline import bulk_load_table, reload_param
 
@@ -36,7 +37,9 @@ TABLE = os.environ.get("BULKLOAD_EXAMPLE_MYSQL_TABLE", "orders")
 with DAG(
     dag_id="bulkload_nightly_aurora_mysql",
     description="Nightly S3 -> Aurora MySQL bulk load (LOAD DATA FROM S3)",
-    schedule="@daily",
+    # a run starting at midnight loads the day that just ended: with the data-interval
+    # timetable its logical date (ds) is that day, not the day starting (as "@daily" gives)
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     # one run at a time per table: a backfill's dates load one after another

@@ -2,6 +2,7 @@
 
 import pendulum
 from airflow.sdk import DAG
+from airflow.timetables.interval import CronDataIntervalTimetable
 
 from airflow_bulkload.operators import (
     BulkModeTarget,
@@ -21,7 +22,8 @@ BULK_MODE = {
 
 with DAG(
     dag_id="bulkload_with_bulk_mode",
-    schedule="@daily",
+    # the midnight run's ds is the day that ended (see the quick start)
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
 ) as dag:

@@ -2,12 +2,14 @@
 
 import pendulum
 from airflow.sdk import DAG
+from airflow.timetables.interval import CronDataIntervalTimetable
 
 from airflow_bulkload.pipeline import bulk_load_table
 
 with DAG(
     dag_id="bulkload_orders_aurora",
-    schedule="@daily",
+    # the midnight run's ds is the day that ended (see the quick start)
+    schedule=CronDataIntervalTimetable("@daily", timezone="UTC"),
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
 ) as dag:
