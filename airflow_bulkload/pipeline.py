@@ -55,6 +55,7 @@ from airflow_bulkload.operators.table import (
     RestoreTableOperator,
 )
 from airflow_bulkload.operators.withdraw import WithdrawSupersededChunksOperator
+from airflow_bulkload.task_docs import TASK_DOCS, describe_tasks
 
 AUTO = "auto"
 BULK_MODES = (AUTO, "off")
@@ -278,7 +279,7 @@ def bulk_load_table(
         # every chunk load renews the run's bulk-mode lease, so a long load never outlives it
         renew = RenewBulkModeLease(table=table, target=bulk_target)
         load_timing = timing | {"pre_execute": _then(renew, record_start)}
-    with _TaskGroup(group_id or default_group_id(table)) as group:
+    with _TaskGroup(group_id or default_group_id(table), tooltip=f"Bulk load of {table}") as group:
         stage_arguments = _with_extra(
             {
                 "file_format": file_format,
@@ -317,6 +318,7 @@ def bulk_load_table(
                     {
                         "aws_conn_id": aws_conn_id,
                         "map_index_template": GROUP_MAP_INDEX,
+                        "doc_md": TASK_DOCS["stage_group"],
                         # a group is staged again from scratch: a lost worker costs one retry
                         "retries": load_retries,
                         "retry_delay": load_retry_delay,
@@ -400,6 +402,7 @@ def bulk_load_table(
                     else preflight.planned("parallelism"),  # resolves to an int
                     "deferrable": deferrable,
                     "map_index_template": CHUNK_MAP_INDEX,
+                    "doc_md": TASK_DOCS["load"],
                     "retries": load_retries,
                     "retry_delay": load_retry_delay,
                     "max_active_tis_per_dagrun": parallelism
@@ -488,4 +491,5 @@ def bulk_load_table(
             exit_.as_teardown(setups=enter)
             exit_.trigger_rule = "all_done"  # type: ignore[assignment]
             restore >> exit_
+    describe_tasks({node_id.rpartition(".")[2]: node for node_id, node in group.children.items()})
     return group

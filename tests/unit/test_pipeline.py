@@ -109,3 +109,16 @@ def test_per_stage_arguments_route_the_staging_and_load_tasks() -> None:
     assert load.partial_kwargs["retries"] == 5  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match=r"load_kwargs may not set \['task_id'\]"):
         pipeline(load_kwargs={"task_id": "other"})
+
+
+@pytest.mark.parametrize("stage_group_size", [None, "4GB"])
+def test_every_generated_task_says_what_it_does_and_a_dag_authors_doc_wins(
+    stage_group_size: str | None,
+) -> None:
+    dag = pipeline(stage_group_size=stage_group_size, load_kwargs={"doc_md": "ours"})
+    assert dag.task_group_dict["load_public_t"].tooltip == "Bulk load of public.t"
+    docs = {task.task_id.rpartition(".")[2]: task.doc_md for task in dag.tasks}
+    assert docs.pop("load") == "ours"
+    assert all(docs.values()), [name for name, doc in docs.items() if not doc]
+    if stage_group_size:
+        assert {"stage_group", "collect_staging"} <= set(docs)

@@ -1,0 +1,87 @@
+"""What each task of a ``bulk_load_table`` group does, shown in the UI's task details (``doc_md``).
+
+Written for the person looking at a failed or slow task at night: what the task did, what it
+changed, and what a retry or a clear does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+TASK_DOCS: dict[str, str] = {
+    "stage": (
+        "**Stage / plan the input.** Lists the input objects and writes the load's chunks and "
+        "manifest: chunks that point at the source objects themselves (direct loads), or "
+        "rewritten chunks under the staging prefix. With `stage_group_size` it plans groups "
+        "instead. Changes nothing in the database. A re-run of the same input reuses the "
+        "manifest."
+    ),
+    "stage_group": (
+        "**Stage one group of input objects** into sorted/normalised chunks under the staging "
+        "prefix. A retry stages the group again from scratch; only the chunks of the last "
+        "successful try are listed."
+    ),
+    "collect_staging": (
+        "**Collect the staged groups** into the input's one manifest (each chunk once)."
+    ),
+    "preflight": (
+        "**Pre-flight advice** from the table, the server and the input: primary key, "
+        "secondary indexes, foreign keys, storage, parallelism. Warnings are in the log; a "
+        "finding at the `fail_on` level fails the run before anything changes."
+    ),
+    "claim_table": (
+        "**Claim the table** for this run (a second load of the same table waits or fails "
+        "naming the holder). Released by `restore_table`."
+    ),
+    "withdraw_superseded": (
+        "**Take back chunks this date loaded from another input** (with `reload`), so the "
+        "table never holds a date's rows twice. The ledger says which rows those are."
+    ),
+    "enter_bulk_mode": (
+        "**Switch the server to bulk settings** (RDS parameter group, `ALTER SYSTEM`, "
+        "`SET GLOBAL`) under a lease; `exit_bulk_mode` always switches back."
+    ),
+    "prepare_table": (
+        "**Prepare the table**: save its definition, drop secondary indexes (as advised), turn "
+        "autovacuum off for the table. Everything saved is put back by `finalize_table`, or by "
+        "`restore_table` when the load fails."
+    ),
+    "load": (
+        "**Load one chunk** in one transaction (COPY / LOAD DATA), recorded in the chunk "
+        "ledger: a retry of a committed chunk is a no-op, a failed chunk leaves no row behind. "
+        "The log gives rows, bytes and rows/s."
+    ),
+    "finalize_table": (
+        "**Finalize**: rebuild the dropped indexes and constraints, autovacuum back on, "
+        "ANALYZE. A retry rebuilds only what is still missing."
+    ),
+    "checkpoint": (
+        "**Manual CHECKPOINT** after the load (PostgreSQL; skipped with a warning without the "
+        "privilege, a no-op on MySQL)."
+    ),
+    "restore_table": (
+        "**Teardown: put the table back** as it was saved (indexes, constraints, autovacuum) "
+        "if finalize did not, and release the claim. Runs whatever failed; does nothing after "
+        "a successful finalize."
+    ),
+    "exit_bulk_mode": (
+        "**Teardown: release this run's bulk-mode lease**; the last live lease on the server "
+        "switches its settings back. Runs whatever failed."
+    ),
+    "report": (
+        "**Report**: checks that the table holds what the load claims (the table is the "
+        "truth), then rows, bytes, rows/s and seconds per stage, as markdown in the log and "
+        "a `BULKLOAD_REPORT` JSON line. Emits the group's Asset events."
+    ),
+}
+
+
+def describe_tasks(tasks: dict[str, Any]) -> None:
+    """Give each task of a group (by its id inside the group) its ``doc_md``, unless it has one.
+
+    Mapped tasks take theirs at ``partial()`` (``TASK_DOCS[...]`` passed as ``doc_md``).
+    """
+    for short_id, task in tasks.items():
+        doc = TASK_DOCS.get(short_id)
+        if doc and not getattr(task, "is_mapped", False) and not task.doc_md:
+            task.doc_md = doc
