@@ -259,10 +259,22 @@ class RenewBulkModeLease:
         self.target = target
         self.ttl = ttl
 
+    def rendered(self, context: Context) -> tuple[LeaseKey, BulkModeTarget]:
+        """The lease and the target with the templates rendered as the enter task rendered them.
+
+        The pipeline passes the same (possibly templated) table and target to both.
+        """
+        task = context["task"]
+
+        def render(value: Any) -> Any:
+            return task.render_template(value, context)
+
+        return lease_key_of(context, render(self.table)), self.target.render(render)
+
     def __call__(self, context: Context) -> None:
-        key = lease_key_of(context, self.table)
+        key, target = self.rendered(context)
         try:
-            renewed = BulkModeHook(self.target).renew(key, self.ttl)
+            renewed = BulkModeHook(target).renew(key, self.ttl)
         except Exception:
             log.warning("could not renew the bulk-mode lease of %s", key.describe(), exc_info=True)
             return

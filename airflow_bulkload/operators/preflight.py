@@ -80,6 +80,7 @@ class PreflightCheckOperator(TableTaskOperator):
 
     template_fields: Sequence[str] = (
         "table",
+        "conn_id",
         "manifest",
         "input_bytes",
         "input_rows",

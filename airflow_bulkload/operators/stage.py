@@ -120,6 +120,7 @@ class StageToS3Operator(BaseOperator):
         "source",
         "staging",
         "table",
+        "conn_id",
         "file_format",
         "columns",
         "sort_key",

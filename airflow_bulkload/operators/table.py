@@ -86,7 +86,7 @@ class ClaimTableOperator(_TableOperator):
     :param poll_interval: seconds between the wait's checks.
     """
 
-    template_fields: Sequence[str] = ("table", "load_id")
+    template_fields: Sequence[str] = ("table", "conn_id", "load_id")
 
     def __init__(
         self,
@@ -183,6 +183,7 @@ class PrepareTableOperator(_TableOperator):
 
     template_fields: Sequence[str] = (
         "table",
+        "conn_id",
         "drop_indexes",
         "drop_primary_key",
         "drop_foreign_keys",
@@ -303,6 +304,7 @@ class FinalizeTableOperator(_TableOperator):
 
     template_fields: Sequence[str] = (
         "table",
+        "conn_id",
         "parallelism",
         "maintenance_work_mem",
         "load_id",
@@ -363,7 +365,7 @@ class RestoreTableOperator(_TableOperator):
     :param load_id: as given to :class:`PrepareTableOperator`.
     """
 
-    template_fields: Sequence[str] = ("table", "load_id")
+    template_fields: Sequence[str] = ("table", "conn_id", "load_id")
     ui_color = "#e3f1d4"
 
     def execute(self, context: Context) -> dict[str, Any]:

@@ -40,7 +40,7 @@ class WithdrawSupersededChunksOperator(TableTaskOperator):
     :param load_id: recorded with the load; defaults to ``dag_id/run_id``.
     """
 
-    template_fields: Sequence[str] = ("table", "manifest", "reload")
+    template_fields: Sequence[str] = ("table", "conn_id", "manifest", "reload")
     ui_color = "#f3e0ff"
 
     def __init__(

@@ -42,3 +42,28 @@ def test_mapped_load_through_dag_test_is_exactly_once_across_runs(
     assert {load_id for (load_id,) in pg_db.query("SELECT load_id FROM bulkload.chunk_ledger")} == {
         f"bulkload_test_load_chunk_pg/{first.run_id}"
     }
+
+
+def test_the_connection_may_come_from_a_param(
+    airflow_db: Path, pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
+) -> None:
+    from airflow.sdk import DAG, Param
+    from airflow.utils.state import DagRunState
+
+    pg_db.query("CREATE TABLE events (id int PRIMARY KEY, kind text)")
+    chunk = put_chunk(moto_server, s3_bucket, "run/events/chunk-0.csv.gz", b"1,a\n2,b\n", rows=2)
+    with DAG(
+        dag_id="bulkload_test_load_chunk_conn_param",
+        schedule=None,
+        start_date=datetime(2025, 1, 1),
+        params={"conn": Param("no_such_connection", type="string")},
+    ) as dag:
+        LoadChunkOperator(
+            task_id="load", table="public.events", conn_id="{{ params.conn }}", chunk=chunk
+        )
+
+    register_dag(dag)
+    run = dag.test(run_after=datetime(2025, 1, 2), run_conf={"conn": pg_db.conn_id})
+
+    assert run.state == DagRunState.SUCCESS
+    assert pg_db.query("SELECT id, kind FROM events ORDER BY id") == [(1, "a"), (2, "b")]

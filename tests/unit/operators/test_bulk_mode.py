@@ -73,3 +73,19 @@ def test_unset_fields_stay_unset_when_rendered() -> None:
     rendered = target.render(lambda value: value.replace("{{ params.conn }}", "pg"))
     assert rendered == BulkModeTarget(conn_id="pg", aws_conn_id=None)
     assert rendered.describe() == "pg" and not rendered.is_rds
+
+
+def test_the_load_tasks_lease_renewal_renders_what_the_enter_task_rendered() -> None:
+    """A templated table or target names the same lease in the renewal as at enter."""
+    from airflow.sdk import DAG
+
+    from airflow_bulkload.operators import LoadChunkOperator
+    from airflow_bulkload.operators.bulk_mode import RenewBulkModeLease, lease_key_of
+
+    with DAG("renew", schedule=None, start_date=datetime(2026, 1, 1), params=PARAMS) as dag:
+        load = LoadChunkOperator(task_id="load", table="t", conn_id="c", chunk={})
+    context: Any = {"params": PARAMS, "task": load, "dag": dag, "run_id": "manual__1"}
+    renew = RenewBulkModeLease(table="{{ params.env }}.events", target=TEMPLATED)
+    key, target = renew.rendered(context)
+    assert key == lease_key_of(context, "prod.events")
+    assert target.db_instance_identifier == "prod-pg" and target.aws_conn_id == "aws_prod"

@@ -231,3 +231,12 @@ def test_validate_refuses_and_execute_fails_without_retries(
 )
 def test_validate_accepts_rendered_text(operator: BaseOperator) -> None:
     operator.validate()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("cls", OPERATORS, ids=str)
+def test_the_database_connection_is_templated(cls: type) -> None:
+    """A DAG may pick the connection from a Param (``conn_id="{{ params.conn }}"``)."""
+    if "conn_id" in inspect.signature(cls).parameters or any(
+        "conn_id" in inspect.signature(init).parameters for init in _own_inits(cls)
+    ):
+        assert "conn_id" in cls.template_fields, cls.__name__
