@@ -46,6 +46,13 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "asset-uris": [
+            {
+                "schemes": ["bulkload"],
+                "handler": "airflow_bulkload.assets.sanitize_uri",
+                "factory": "airflow_bulkload.assets.create_asset",
+            }
+        ],
         "triggers": [
             {
                 "integration-name": "Bulk Load",

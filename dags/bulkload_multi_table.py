@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 
 import pendulum
-from airflow.sdk import DAG, Asset
+from airflow.sdk import DAG
 from airflow.timetables.interval import CronDataIntervalTimetable
 
+from airflow_bulkload.assets import create_asset
 from airflow_bulkload.pipeline import bulk_load_table, reload_param
 
 CONN_ID = os.environ.get("BULKLOAD_EXAMPLE_PG_CONN", "bulkload_postgres")
@@ -44,5 +45,5 @@ with DAG(
             reload="{{ params.reload }}",
             staging=STAGING,
             file_format={"format": "csv", "header": True},
-            outlets=[Asset(f"bulkload://postgres/{table}")],
+            outlets=[create_asset(conn_id=CONN_ID, table=table)],
         )

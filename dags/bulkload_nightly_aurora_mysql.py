@@ -20,9 +20,10 @@ from __future__ import annotations
 import os
 
 import pendulum
-from airflow.sdk import DAG, Asset, Param
+from airflow.sdk import DAG, Param
 from airflow.timetables.interval import CronDataIntervalTimetable
 
+from airflow_bulkload.assets import create_asset
 from airflow_bulkload.pipeline import bulk_load_table, reload_param
 
 CONN_ID = os.environ.get("BULKLOAD_EXAMPLE_MYSQL_CONN", "bulkload_mysql")
@@ -68,5 +69,5 @@ with DAG(
         parallelism=int(PARALLELISM) if PARALLELISM.isdigit() else "auto",
         method=METHOD,
         rds_instance=RDS_INSTANCE,
-        outlets=[Asset(f"bulkload://mysql/{TABLE}")],
+        outlets=[create_asset(conn_id=CONN_ID, table=TABLE)],
     )

@@ -8,7 +8,8 @@ the value is validated here and never reaches SQL.
 Configure with environment variables (defaults in brackets):
 ``BULKLOAD_EXAMPLE_PG_CONN`` [bulkload_postgres], ``BULKLOAD_EXAMPLE_INPUT`` [s3://bulkload-input],
 ``BULKLOAD_EXAMPLE_STAGING`` [s3://bulkload-staging], ``BULKLOAD_EXAMPLE_CHUNK_SIZE`` [256MB], ``BULKLOAD_EXAMPLE_PARALLELISM`` [auto], ``BULKLOAD_EXAMPLE_RDS_INSTANCE`` [none:
-a self-managed server], ``BULKLOAD_EXAMPLE_PG_TABLE`` [public.events].
+a self-managed server], ``BULKLOAD_EXAMPLE_PG_TABLE`` [public.events], ``BULKLOAD_EXAMPLE_BULK_MODE``
+[auto; ``off`` leaves the server's settings alone].
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from __future__ import annotations
 import os
 
 import pendulum
-from airflow.sdk import DAG, Asset, Param
+from airflow.sdk import DAG, Param
 from airflow.timetables.interval import CronDataIntervalTimetable
 
+from airflow_bulkload.assets import create_asset
 from airflow_bulkload.pipeline import bulk_load_table, reload_param
 
 CONN_ID = os.environ.get("BULKLOAD_EXAMPLE_PG_CONN", "bulkload_postgres")
@@ -28,6 +30,7 @@ RDS_INSTANCE = os.environ.get("BULKLOAD_EXAMPLE_RDS_INSTANCE") or None
 CHUNK_SIZE = os.environ.get("BULKLOAD_EXAMPLE_CHUNK_SIZE", "256MB")
 PARALLELISM = os.environ.get("BULKLOAD_EXAMPLE_PARALLELISM", "auto")
 TABLE = os.environ.get("BULKLOAD_EXAMPLE_PG_TABLE", "public.events")
+BULK_MODE = os.environ.get("BULKLOAD_EXAMPLE_BULK_MODE", "auto")
 
 with DAG(
     dag_id="bulkload_nightly_postgres",
@@ -63,5 +66,6 @@ with DAG(
         chunk_size=CHUNK_SIZE,
         parallelism=int(PARALLELISM) if PARALLELISM.isdigit() else "auto",
         rds_instance=RDS_INSTANCE,
-        outlets=[Asset(f"bulkload://postgres/{TABLE}")],
+        bulk_mode=BULK_MODE,
+        outlets=[create_asset(conn_id=CONN_ID, table=TABLE)],
     )

@@ -12,7 +12,11 @@ What it does, all on this machine:
 
 BULKLOAD_DEMO_CHUNK_SIZE sets the staged chunk size (default 32MB, several chunks).
 Point it at your own server with BULKLOAD_DEMO_PG_HOST / _PORT / _USER / _PASSWORD (the user must
-be allowed CREATE DATABASE, ALTER SYSTEM and CHECKPOINT). BULKLOAD_DEMO_KEEP=1 keeps the database.
+be allowed CREATE DATABASE, and ALTER SYSTEM and CHECKPOINT unless bulk mode is off).
+BULKLOAD_DEMO_BULK_MODE=off leaves the server's settings alone (no ALTER SYSTEM): the safe first
+contact with a shared server. BULKLOAD_DEMO_DATABASE names the database (default bulkload_demo);
+the demo drops and creates it, and refuses a database it did not create itself.
+BULKLOAD_DEMO_KEEP=1 keeps the database.
 """
 
 from __future__ import annotations
@@ -33,7 +37,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 LOGICAL_DATE = "2026-11-21"
-DATABASE = "bulkload_demo"
+DATABASE = os.environ.get("BULKLOAD_DEMO_DATABASE") or "bulkload_demo"
+#: the comment the demo puts on its database; a database without it is never dropped
+DEMO_MARK = "airflow_bulkload make demo: dropped and created by every run"
 TABLE = "public.events"
 INPUT_BUCKET = "bulkload-demo-input"
 STAGING_BUCKET = "bulkload-demo-staging"
@@ -130,6 +136,7 @@ def main() -> int:
         "BULKLOAD_EXAMPLE_INPUT": f"s3://{INPUT_BUCKET}",
         "BULKLOAD_EXAMPLE_STAGING": f"s3://{STAGING_BUCKET}",
         "BULKLOAD_EXAMPLE_PG_TABLE": TABLE,
+        "BULKLOAD_EXAMPLE_BULK_MODE": env("BULKLOAD_DEMO_BULK_MODE", "auto"),
         # several chunks, so the load runs in parallel here too (pre-flight notes that they are
         # below the 100 MB it recommends on a real server)
         "BULKLOAD_EXAMPLE_CHUNK_SIZE": env("BULKLOAD_DEMO_CHUNK_SIZE", "32MB"),
@@ -143,6 +150,7 @@ def main() -> int:
     drop_database = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
         sql.Identifier(DATABASE)
     )
+    created = False
     try:
         import boto3
 
@@ -157,8 +165,15 @@ def main() -> int:
         expected = tuple(map(sum, zip(*(duckdb_checksum(WIDE, p) for p in files), strict=True)))
 
         with closing(pg_connect("postgres")) as admin:
+            refuse_a_database_not_ours(admin)
             admin.execute(drop_database)
             admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+            created = True
+            admin.execute(
+                sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+                    sql.Identifier(DATABASE), sql.Literal(DEMO_MARK)
+                )
+            )
         with closing(pg_connect(DATABASE)) as conn:
             table = sql.Identifier(*TABLE.split("."))
             conn.execute(sql.SQL(WIDE.postgres_ddl).format(table=table))
@@ -218,11 +233,25 @@ def main() -> int:
         moto.stop()
         if not os.environ.get("BULKLOAD_DEMO_KEEP"):
             shutil.rmtree(work, ignore_errors=True)
+        if created and not os.environ.get("BULKLOAD_DEMO_KEEP"):
             try:
                 with closing(pg_connect("postgres")) as admin:
                     admin.execute(drop_database)
             except Exception as exc:  # the summary above already said what matters
                 print(f"demo: could not drop {DATABASE}: {exc}")
+
+
+def refuse_a_database_not_ours(admin: Any) -> None:
+    """Stop before dropping a database that exists without the demo's mark."""
+    row = admin.execute(
+        "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+        (DATABASE,),
+    ).fetchone()
+    if row is not None and row[0] != DEMO_MARK:
+        raise SystemExit(
+            f"demo: database {DATABASE!r} exists and was not created by the demo: not dropping "
+            "it. Set BULKLOAD_DEMO_DATABASE to a name that is free."
+        )
 
 
 def print_summary(
