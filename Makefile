@@ -36,7 +36,7 @@ format: install
 
 # Re-resolve the pinned environment after changing dependencies in pyproject.toml.
 lock:
-	uv pip compile pyproject.toml --extra dev --extra celery --python-version 3.11 -o requirements/lock.txt
+	uv pip compile pyproject.toml --extra dev --extra celery --extra openlineage --python-version 3.11 -o requirements/lock.txt
 
 # Benchmark: naive vs pipeline vs peers vs floor, all reading gzip parts from S3 (see
 # benchmarks/run.py); BENCH_ARGS="--scaling 1000000,10000000,50000000" for the scaling series.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import Context, conf
 from airflow.sdk.exceptions import AirflowFailException
@@ -22,6 +22,9 @@ from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 from airflow_bulkload.triggers.db_waits import LoadSlotFreeTrigger
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
 
 class LoadChunkOperator(TableTaskOperator):
@@ -58,6 +61,7 @@ class LoadChunkOperator(TableTaskOperator):
 
     template_fields: Sequence[str] = (
         "table",
+        "conn_id",
         "chunk",
         "columns",
         "file_format",
@@ -66,6 +70,8 @@ class LoadChunkOperator(TableTaskOperator):
         "max_concurrent_loads",
     )
     ui_color = "#d9f0ff"
+    #: the chunk's result once it is in the table, for OpenLineage (set by ``execute``)
+    _loaded: ChunkResult | None = None
 
     def __init__(
         self,
@@ -135,7 +141,28 @@ class LoadChunkOperator(TableTaskOperator):
         except (ChunkLoadError, ChunkConflictError) as exc:
             # bad data stays bad: fail now rather than retry (the transaction left nothing behind)
             raise AirflowFailException(str(exc)) from exc
+        self._loaded = result
         return result.to_dict()
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        """OpenLineage: the chunk's S3 object in, the table out.
+
+        The table comes with its schema and the chunk's rows and bytes (also when an earlier try
+        had committed them: they are in the table).
+        """
+        from airflow_bulkload.lineage import load_lineage
+
+        if self._loaded is None:
+            from airflow.providers.openlineage.extractors import OperatorLineage
+
+            return OperatorLineage()
+        return load_lineage(
+            self.bulk_load_hook(),
+            self.table,
+            [self._loaded.uri],
+            rows=self._loaded.rows,
+            nbytes=self._loaded.bytes,
+        )
 
     def _defer(self, slots: int, deadline: float) -> NoReturn:
         self.log.info("%s: all %d load slots are busy; deferring the wait", self.table, slots)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
 from airflow_bulkload.operators.base import TableTaskOperator
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
 #: XCom keys the pipeline's timing hooks push on every stage task
 STARTED_AT_KEY = "bulkload_started_at"
@@ -167,8 +170,10 @@ class LoadReportOperator(TableTaskOperator):
     :param aws_conn_id: AWS connection to read the manifest.
     """
 
-    template_fields: Sequence[str] = ("table", "manifest")
+    template_fields: Sequence[str] = ("table", "conn_id", "manifest")
     ui_color = "#e8f5e9"
+    #: the summary once the table is checked, for OpenLineage (set by ``execute``)
+    _summary: dict[str, Any] | None = None
 
     def __init__(
         self,
@@ -224,4 +229,26 @@ class LoadReportOperator(TableTaskOperator):
         self.log.info("load report\n%s", markdown_report(summary, results))
         # one machine-readable line, for scripts that read the task log
         self.log.info("BULKLOAD_REPORT %s", json.dumps(summary))  # stages in pipeline order
+        self._summary = summary
         return summary
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        """OpenLineage for the whole load: the input objects in, the table out.
+
+        The table comes with its schema and the load's rows and bytes; only for a load checked
+        against the table (nothing otherwise).
+        """
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from airflow_bulkload.lineage import load_lineage
+
+        summary = self._summary
+        if summary is None or not summary["verification"].get("verified"):
+            return OperatorLineage()
+        return load_lineage(
+            self.bulk_load_hook(),
+            self.table,
+            summary["verification"].get("sources") or [],
+            rows=int(summary["rows"]),
+            nbytes=int(summary["bytes"]),
+        )

@@ -152,10 +152,18 @@ class ExampleLoad:
         }
 
     # -- runs -------------------------------------------------------------------------------
-    def run(self, ds: str, conf: dict[str, Any] | None = None, **kill: str) -> RunResult:
+    def run(
+        self,
+        ds: str,
+        conf: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
+        **kill: str,
+    ) -> RunResult:
         """``airflow dags test <dag> <ds>`` (with ``conf`` as the run's Params, as "Trigger DAG
-        w/ config" gives them); ``kill`` sets BULKLOAD_TEST_KILL_* (see kill_points)."""
-        env = self.env() | {f"BULKLOAD_TEST_KILL_{k.upper()}": v for k, v in kill.items()}
+        w/ config" gives them, and ``env`` added to its environment); ``kill`` sets
+        BULKLOAD_TEST_KILL_* (see kill_points)."""
+        env = self.env() | (env or {})
+        env |= {f"BULKLOAD_TEST_KILL_{k.upper()}": v for k, v in kill.items()}
         extra = ["--conf", json.dumps(conf)] if conf else []
         self.runs += 1
         log_path = self.workdir / f"run-{self.runs}.log"
