@@ -31,6 +31,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
+from airflow_bulkload.compression import codec_of
 from airflow_bulkload.exceptions import ChunkLoadError
 from airflow_bulkload.gzip_codec import gunzip_reader
 from airflow_bulkload.s3io import (
@@ -149,7 +150,10 @@ def plan_direct(
         if source.size == 0:
             continue
         head, response = _get(s3, source, 0, min(PEEK_BYTES, source.size))
-        gzipped = head[:2] == b"\x1f\x8b"
+        codec = codec_of(head)
+        if codec in ("zstd", "bz2"):
+            raise DirectRefusedError(f"{source.location} is {codec}-compressed: staging reads it")
+        gzipped = codec == "gzip"
         names = list(columns) if columns else list(table_columns) if table_columns else None
         if fmt.header:
             try:

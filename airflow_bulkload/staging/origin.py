@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import BinaryIO
 
-from airflow_bulkload.gzip_codec import ReadIntoAdapter, gunzip_reader
+from airflow_bulkload.compression import decompressed
 from airflow_bulkload.staging.manifest import FileFormat
 
 #: how long a failed load may spend looking for its bad record in the input files
@@ -36,18 +36,8 @@ class SourceLine:
     line: int
 
 
-def _decompressed(raw: BinaryIO) -> io.BufferedIOBase:
-    """``raw`` as its bytes read, gunzipped when it is gzip (told by its first two bytes)."""
-    buffered = (
-        raw if isinstance(raw, io.BufferedReader) else io.BufferedReader(ReadIntoAdapter(raw))
-    )
-    if buffered.peek(2)[:2] == b"\x1f\x8b":
-        return gunzip_reader(buffered)  # type: ignore[return-value]
-    return buffered
-
-
 def _text(raw: BinaryIO, encoding: str) -> io.TextIOWrapper:
-    return io.TextIOWrapper(_decompressed(raw), encoding=encoding, errors="replace", newline="")  # type: ignore[arg-type]
+    return io.TextIOWrapper(decompressed(raw), encoding=encoding, errors="replace", newline="")  # type: ignore[arg-type]
 
 
 def _reader(text: io.TextIOWrapper, fmt: FileFormat) -> Iterator[list[str]]:
@@ -167,7 +157,7 @@ def find_nul(sources: Sequence[str], open_source: SourceOpener) -> SourceLine | 
     """The first input file and line holding a NUL byte, reading each file as stored."""
     for source in sources:
         with open_source(source) as raw:
-            stream = _decompressed(raw)
+            stream = decompressed(raw)
             lines = 0
             while block := stream.read(1024 * 1024):
                 at = block.find(b"\0")

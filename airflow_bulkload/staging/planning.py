@@ -156,8 +156,8 @@ class SourceFile:
         return self.location.startswith("s3://")
 
     @property
-    def looks_gzip(self) -> bool:
-        return self.location.lower().endswith((".gz", ".gzip"))
+    def looks_compressed(self) -> bool:
+        return self.location.lower().endswith((".gz", ".gzip", ".zst", ".zstd", ".bz2"))
 
 
 def input_fingerprint(sources: Sequence[SourceFile], options: Mapping[str, Any]) -> str:
@@ -176,8 +176,8 @@ def input_fingerprint(sources: Sequence[SourceFile], options: Mapping[str, Any])
 
 
 def estimate_raw_bytes(sources: Iterable[SourceFile]) -> int:
-    """Uncompressed size of the input, guessed from sizes and names (gzip inputs expand)."""
-    return sum(s.size * (GZIP_EXPANSION_ESTIMATE if s.looks_gzip else 1) for s in sources)
+    """Uncompressed size of the input, guessed from sizes and names (compressed inputs expand)."""
+    return sum(s.size * (GZIP_EXPANSION_ESTIMATE if s.looks_compressed else 1) for s in sources)
 
 
 def temp_space_needed(sources: Sequence[SourceFile], *, sort: bool, chunk_size: int) -> int:

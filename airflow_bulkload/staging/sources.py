@@ -11,8 +11,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from airflow_bulkload.compression import DECOMPRESS_ERRORS, MAGIC_BYTES, codec_of, decompressed
 from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.s3io import parse_s3_uri, s3_error_code
+from airflow_bulkload.staging.normalize import InputFormatError
 from airflow_bulkload.staging.planning import SourceFile
 
 _GLOB_CHARS = "*?["
@@ -132,18 +134,36 @@ def resolve_sources(patterns: str | Sequence[str], s3_client: Any = None) -> lis
     return list(found.values())
 
 
-def is_gzip_file(path: Path) -> bool:
-    with path.open("rb") as handle:
-        return handle.read(2) == b"\x1f\x8b"
+def _as_duckdb_reads_it(raw: Path, location: str) -> Path:
+    """``raw`` renamed by its content (``.csv``, ``.csv.gz``, ``.csv.zst``) for DuckDB's reader.
+
+    bzip2, which DuckDB does not read, is decompressed to ``.csv`` (streamed, then removed).
+    """
+    with raw.open("rb") as handle:
+        codec = codec_of(handle.read(MAGIC_BYTES))
+    if codec == "bz2":
+        plain = raw.with_suffix(".csv")
+        try:
+            with raw.open("rb") as packed, decompressed(packed) as text, plain.open("wb") as out:
+                shutil.copyfileobj(text, out, 1024 * 1024)
+        except DECOMPRESS_ERRORS as exc:
+            raise InputFormatError(
+                f"{location}: its bzip2 data does not decompress ({exc})"
+            ) from exc
+        raw.unlink()
+        return plain
+    named = raw.with_suffix({"gzip": ".csv.gz", "zstd": ".csv.zst"}.get(codec, ".csv"))
+    raw.rename(named)
+    return named
 
 
 def materialize(
     sources: Iterable[SourceFile], work_dir: Path, s3_client: Any = None, log: Any = None
 ) -> list[Path]:
-    """Local paths DuckDB can read, one per source, named by content (``.csv`` or ``.csv.gz``).
+    """Local paths DuckDB can read, one per source, named by content (``.csv``, ``.csv.gz``...).
 
     S3 objects are downloaded (boto3's managed transfer: multipart, bounded memory); local files
-    are linked, not copied. The name's extension follows the gzip magic bytes, not the source name.
+    are linked, not copied. The name's extension follows the magic bytes, not the source name.
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
@@ -156,9 +176,7 @@ def materialize(
             _download_as_listed(s3_client, source, bucket, key, raw)
         else:
             raw.symlink_to(source.location)
-        named = raw.with_suffix(".csv.gz" if is_gzip_file(raw) else ".csv")
-        raw.rename(named)
-        paths.append(named)
+        paths.append(_as_duckdb_reads_it(raw, source.location))
     return paths
 
 
