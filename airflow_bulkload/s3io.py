@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
@@ -26,6 +26,27 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     if not bucket:
         raise ValueError(f"S3 URI has no bucket: {uri!r}")
     return bucket, key
+
+
+#: upload arguments staging sets itself on what it writes (the chunks' type and encoding)
+RESERVED_UPLOAD_ARGS = frozenset({"ContentType", "ContentEncoding"})
+
+
+def check_upload_args(args: Mapping[str, Any]) -> None:
+    """Refuse what S3 uploads do not take (``ValueError`` naming the keys and the allowed ones).
+
+    Staging passes ``args`` to every object it writes, as S3Hook passes its ``extra_args``:
+    e.g. ``{"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/etl"}``.
+    """
+    from boto3.s3.transfer import S3Transfer
+
+    allowed = set(S3Transfer.ALLOWED_UPLOAD_ARGS) - RESERVED_UPLOAD_ARGS
+    unknown = sorted(set(args) - allowed)
+    if unknown:
+        raise ValueError(
+            f"S3 upload arguments {unknown} are not taken by staging's uploads "
+            f"(allowed: {', '.join(sorted(allowed))})"
+        )
 
 
 def s3_error_code(exc: BaseException) -> str:

@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow_bulkload.catalog import probe_key_of
 from airflow_bulkload.knobs import parse_flag
 from airflow_bulkload.operators.validation import validate_or_fail
+from airflow_bulkload.s3io import check_upload_args
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.planning import (
     DEFAULT_CHUNK_SIZE,
@@ -114,6 +115,10 @@ class StageToS3Operator(BaseOperator):
     :param quoted_newlines: quoted values may hold line ends (default ``True``): direct objects
         are loaded whole. ``False`` declares they never do, and plain objects larger than the
         chunk size are cut into byte ranges (a cut inside a quoted value fails its load).
+    :param staging_extra_args: S3 arguments for every object staging writes (chunks and
+        manifests), as S3Hook's ``extra_args``; e.g. ``{"ServerSideEncryption": "aws:kms",
+        "SSEKMSKeyId": "alias/etl"}`` for a bucket whose policy requires SSE-KMS. Keys S3 uploads
+        do not take are refused before anything is read.
     """
 
     template_fields: Sequence[str] = (
@@ -130,6 +135,7 @@ class StageToS3Operator(BaseOperator):
         "compression",
         "temp_dir",
         "direct",
+        "staging_extra_args",
     )
     ui_color = "#fff2cc"
 
@@ -157,6 +163,7 @@ class StageToS3Operator(BaseOperator):
         check_temp_space: bool = True,
         direct: bool | str = False,
         quoted_newlines: bool = True,
+        staging_extra_args: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -181,6 +188,7 @@ class StageToS3Operator(BaseOperator):
         self.check_temp_space = check_temp_space
         self.direct = direct
         self.quoted_newlines = quoted_newlines
+        self.staging_extra_args = staging_extra_args
 
     def validate(self) -> None:
         """Refuse contradictory or unknown sort options (``ValueError``); run by ``execute``."""
@@ -194,6 +202,7 @@ class StageToS3Operator(BaseOperator):
         if self.sort_by_primary_key and not self.conn_id:
             raise ValueError("sort_by_primary_key needs conn_id to read the table's primary key")
         parse_flag(self.direct, "direct")
+        check_upload_args(self.staging_extra_args or {})
 
     def _direct(self) -> bool:
         """Whether staging may load the input as stored: the engine's side of the decision."""
@@ -279,6 +288,7 @@ class StageToS3Operator(BaseOperator):
             table_columns=table_columns,
             direct=self._direct(),
             quoted_newlines=bool(parse_flag(self.quoted_newlines, "quoted_newlines")),
+            upload_args=dict(self.staging_extra_args or {}),
         )
         resources = Resources(
             temp_dir=self.temp_dir,

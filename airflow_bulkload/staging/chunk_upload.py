@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,9 +20,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("airflow_bulkload.staging.stager")
 
 
-def _upload(s3: Any, path: Path, uri: str, compression: str) -> None:
+def _upload(
+    s3: Any, path: Path, uri: str, compression: str, upload_args: Mapping[str, str]
+) -> None:
     bucket, key = parse_s3_uri(uri)
-    extra = {"ContentType": "text/csv; charset=utf-8"}
+    extra = {**upload_args, "ContentType": "text/csv; charset=utf-8"}
     if compression == "gzip":
         # RDS aws_s3.table_import_from_s3 decompresses objects stored with this encoding
         extra["ContentEncoding"] = "gzip"
@@ -81,7 +83,9 @@ def split_and_upload(
             if pending is not None:
                 pending.result()  # at most two chunk files on disk at a time
             uri = prefix + chunk_name(chunk.index, options.compression)
-            pending = uploader.submit(_upload, s3, chunk.path, uri, options.compression)
+            pending = uploader.submit(
+                _upload, s3, chunk.path, uri, options.compression, options.upload_args
+            )
             specs.append(
                 ChunkSpec(
                     uri=uri,

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from airflow_bulkload.exceptions import BulkLoadError
-from airflow_bulkload.staging.manifest import Manifest, read_manifest
+from airflow_bulkload.staging.manifest import Manifest, read_manifest, write_manifest
 from airflow_bulkload.staging.planning import MANIFEST_NAME, StagingGroup
 from airflow_bulkload.staging.stager import (
     Resources,
@@ -28,7 +28,6 @@ from airflow_bulkload.staging.stager import (
     delete_prefix,
     stage_files,
     staged_manifest,
-    write_manifest,
 )
 
 log = logging.getLogger(__name__)
@@ -120,7 +119,7 @@ def collect_groups(
     ]
     sources = [source for group in planned for source in group.sources]
     manifest = staged_manifest(fingerprint, columns, chunks, options, sources)
-    write_manifest(s3, manifest_uri, manifest)
+    write_manifest(s3, manifest_uri, manifest, options.upload_args)
     log.info(
         "collected %d groups: %d rows in %d chunks; manifest %s",
         len(parts),

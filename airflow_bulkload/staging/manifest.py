@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal, overload
 
@@ -253,3 +254,16 @@ def read_manifest(s3: Any, uri: str, *, required: bool = False) -> Manifest | No
         return None
     finally:
         body.close()
+
+
+def write_manifest(
+    s3: Any, manifest_uri: str, manifest: Manifest, upload_args: Mapping[str, str]
+) -> None:
+    """Written last: its presence is what says staging (or planning) completed."""
+    bucket, key = parse_s3_uri(manifest_uri)
+    s3.put_object(
+        Bucket=bucket,
+        Key=key,
+        Body=manifest.to_json().encode("utf-8"),
+        **{**upload_args, "ContentType": "application/json"},
+    )

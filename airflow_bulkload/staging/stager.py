@@ -17,10 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from airflow_bulkload.exceptions import BulkLoadError, NulByteError
-from airflow_bulkload.s3io import parse_s3_uri
+from airflow_bulkload.s3io import check_upload_args, parse_s3_uri
 from airflow_bulkload.staging.chunk_upload import split_and_upload
 from airflow_bulkload.staging.direct import DirectRefusedError, plan_direct
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest, read_manifest
+from airflow_bulkload.staging.manifest import (
+    ChunkSpec,
+    FileFormat,
+    Manifest,
+    read_manifest,
+    write_manifest,
+)
 from airflow_bulkload.staging.normalize import normalize
 from airflow_bulkload.staging.origin import find_nul
 from airflow_bulkload.staging.planning import (
@@ -75,6 +81,9 @@ class StagingOptions:
     #: quoted values may hold line ends (the safe default): direct objects are loaded whole;
     #: ``False`` declares they never do, and large plain objects are cut in byte ranges
     quoted_newlines: bool = True
+    #: extra S3 arguments of every object staging writes (chunks, manifests), as S3Hook's
+    #: ``extra_args``: e.g. SSE-KMS; not part of the fingerprint (the chunks' bytes are the same)
+    upload_args: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:
@@ -83,6 +92,7 @@ class StagingOptions:
             raise ValueError("sort_types needs one type per sort_key column")
         if not 0 <= self.compress_level <= 9:
             raise ValueError(f"compress_level must be 0-9, got {self.compress_level}")
+        check_upload_args(self.upload_args)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "file_format": self.file_format.to_dict()}
@@ -378,7 +388,7 @@ def stage_files(
             f"staging wrote {manifest.total_rows} rows in chunks but read {normalized.rows}; "
             "no manifest written"
         )
-    write_manifest(s3, manifest_uri, manifest)
+    write_manifest(s3, manifest_uri, manifest, options.upload_args)
     elapsed = time.monotonic() - started
     log.info(
         "staged %d rows in %d chunks (%s raw, %s stored) in %.1f s (%.1f MB/s of input); "
@@ -417,17 +427,6 @@ def staged_manifest(
         source_bytes=sum(s.size for s in sources),
         sources=[s.location for s in sources],
         source_format=options.file_format.to_dict(),
-    )
-
-
-def write_manifest(s3: Any, manifest_uri: str, manifest: Manifest) -> None:
-    """Written last: its presence is what says staging (or planning) completed."""
-    bucket, key = parse_s3_uri(manifest_uri)
-    s3.put_object(
-        Bucket=bucket,
-        Key=key,
-        Body=manifest.to_json().encode("utf-8"),
-        ContentType="application/json",
     )
 
 
@@ -477,7 +476,7 @@ def _plan_direct(
         sources=[s.location for s in sources],
         source_format=options.file_format.to_dict(),
     )
-    write_manifest(s3, manifest_uri, manifest)
+    write_manifest(s3, manifest_uri, manifest, options.upload_args)
     log.info(
         "planned %d direct chunk(s) over %d object(s), %s, loaded as stored (nothing copied) "
         "in %.1f s; manifest %s",

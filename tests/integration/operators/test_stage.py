@@ -116,3 +116,55 @@ def test_sort_key_from_the_table_primary_key(
     keys = [tuple(c["first_key"]) for c in chunks]
     assert keys == sorted(keys, key=lambda k: (int(k[0]), k[1]))
     assert keys[0] == ("9", "n1") and keys[-1] == ("100", "n3")
+
+
+def test_every_staged_object_is_written_with_the_extra_args(
+    airflow_db: Path, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """A bucket whose policy requires SSE-KMS takes staging's chunks and manifest."""
+    write_csv(tmp_path / "in.csv", [(str(i), f"v{i}") for i in range(200)], header=["id", "v"])
+    out = tmp_path / "out"
+    out.mkdir()
+    run = _run_dag(
+        {
+            "source": str(tmp_path / "in.csv"),
+            "staging": f"s3://{s3_bucket}/staging",
+            "table": "public.events",
+            "file_format": {"header": True},
+            "chunk_size": "500B",
+            "staging_extra_args": {
+                "ServerSideEncryption": "aws:kms",
+                "SSEKMSKeyId": "alias/etl",
+                "Metadata": {"owner": "bulkload"},
+            },
+        },
+        out,
+    )
+    assert str(run.state) in ("success", "DagRunState.SUCCESS")
+    s3 = moto_server.client("s3")
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=s3_bucket)["Contents"]]
+    assert any(k.endswith("manifest.json") for k in keys) and len(keys) > 3
+    for key in keys:
+        head = s3.head_object(Bucket=s3_bucket, Key=key)
+        assert head["ServerSideEncryption"] == "aws:kms", key
+        assert head["SSEKMSKeyId"].endswith("alias/etl"), (key, head["SSEKMSKeyId"])
+        assert head["Metadata"] == {"owner": "bulkload"}, key
+
+
+def test_extra_args_s3_uploads_do_not_take_are_refused_before_reading(
+    airflow_db: Path, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    run = _run_dag(
+        {
+            "source": f"s3://{s3_bucket}/nothing-here/",
+            "staging": f"s3://{s3_bucket}/staging",
+            "table": "public.events",
+            # ContentType is staging's own; Bucket is no upload argument at all
+            "staging_extra_args": {"ContentType": "text/plain", "Bucket": "elsewhere"},
+        },
+        out,
+    )
+    assert "failed" in str(run.state)
+    assert "Contents" not in moto_server.client("s3").list_objects_v2(Bucket=s3_bucket)

@@ -159,3 +159,17 @@ def test_staged_format_uses_an_unquoted_null_word() -> None:
     assert STAGED_FORMAT.null == "NULL"
     assert STAGED_FORMAT.format == "csv" and not STAGED_FORMAT.header
     assert STAGED_FORMAT.effective_escape == STAGED_FORMAT.quote == '"'
+
+
+def test_upload_args_travel_with_a_group_but_do_not_change_the_fingerprint() -> None:
+    """A mapped stage_group and collect_staging write with the plan's upload arguments; the
+    same input staged with and without them is the same staged input."""
+    from airflow_bulkload.staging.stager import StagingOptions
+
+    sse = StagingOptions(upload_args={"ServerSideEncryption": "aws:kms"})
+    assert StagingOptions.from_dict(sse.to_dict()).upload_args == {
+        "ServerSideEncryption": "aws:kms"
+    }
+    assert sse.fingerprint_options() == StagingOptions().fingerprint_options()
+    with pytest.raises(ValueError, match="ContentEncoding"):
+        StagingOptions(upload_args={"ContentEncoding": "br"})
