@@ -248,6 +248,12 @@ def describe_duplicate_keys(columns: list[str], rows: Sequence[Sequence[Any]]) -
     return [f"({', '.join(columns)})=({', '.join(map(str, r[:-1]))}) x{r[-1]}" for r in rows]
 
 
+def loadable_column_types(table: TableInfo) -> dict[str, str]:
+    """The columns a load writes (generated ones left out), in table order, and their types."""
+    generated = set(table.extra.get("generated_columns", []))
+    return {c.name: c.data_type for c in table.columns if c.name not in generated}
+
+
 def probe_key_of(info: TableInfo) -> list[str]:
     """The columns that identify a row of the table; ``[]`` when it has none.
 

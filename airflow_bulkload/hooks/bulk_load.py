@@ -139,6 +139,10 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
             raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
         spec = ChunkSpec.from_dict(chunk)
         fmt = FileFormat.from_dict(file_format) if file_format is not None else spec.format
+        if fmt.self_describing:
+            raise ValueError(
+                f"chunks load as CSV; {fmt.format} input is staged first (StageToS3Operator)"
+            )
         columns = columns if columns is not None else spec.columns
         try:
             return self._load_chunk(
@@ -297,6 +301,8 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
         manifest = read_manifest(s3, spec.manifest_location)
         if manifest is None or not manifest.sources or not manifest.source_format:
             return None
+        if FileFormat.from_dict(manifest.source_format).self_describing:
+            return None  # Parquet / JSON Lines: the error names the staged chunk's line
         # a direct chunk's fields are in its own object's order
         columns = (spec.columns if spec.is_direct else None) or manifest.columns or []
         with open_chunk_stream(spec, aws_conn_id=None, client=s3) as stream:

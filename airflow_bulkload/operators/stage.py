@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_bulkload.catalog import probe_key_of
+from airflow_bulkload.catalog import loadable_column_types, probe_key_of
 from airflow_bulkload.knobs import parse_flag
 from airflow_bulkload.operators.validation import validate_or_fail
 from airflow_bulkload.s3io import check_upload_args
@@ -250,19 +250,17 @@ class StageToS3Operator(BaseOperator):
         key = list(self.sort_key or [])
         return key, resolve_sort_types(key, self.sort_key_types)
 
-    def _table_key(self) -> tuple[list[str], list[str] | None]:
-        """The table's key (for each chunk's first/last key) and its loadable columns."""
+    def _table_key(self) -> tuple[list[str], dict[str, str] | None]:
+        """The table's key (for each chunk's first/last key) and its loadable columns' types."""
         if not self.conn_id:
             return [], None
         from airflow_bulkload.hooks.bulk_load import BulkLoadHook
 
         hook = BulkLoadHook(conn_id=str(self.conn_id))
         info = hook.describe_table(self.table)
-        generated = set(info.extra.get("generated_columns", []))
-        columns = [c.name for c in info.columns if c.name not in generated]
         # the saved key while an earlier attempt has the table stripped
         key = hook.primary_key(self.table) or probe_key_of(info)
-        return key, columns
+        return key, loadable_column_types(info)
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         result = self.stage(context)
@@ -275,7 +273,7 @@ class StageToS3Operator(BaseOperator):
         validate_or_fail(self.validate)
         compression = self.compression or ("none" if self.load_method == "aurora_s3" else "gzip")
         sort_key, sort_types = self._sort_key()
-        probe_key, table_columns = self._table_key()
+        probe_key, table_types = self._table_key()
         options = StagingOptions(
             file_format=FileFormat.from_dict(self.file_format),
             columns=list(self.columns) if self.columns else None,
@@ -285,7 +283,8 @@ class StageToS3Operator(BaseOperator):
             compression=compression,
             compress_level=self.compress_level,
             probe_key=probe_key,
-            table_columns=table_columns,
+            table_columns=list(table_types) if table_types is not None else None,
+            table_types=table_types or {},
             direct=self._direct(),
             quoted_newlines=bool(parse_flag(self.quoted_newlines, "quoted_newlines")),
             upload_args=dict(self.staging_extra_args or {}),

@@ -15,7 +15,7 @@ from airflow_bulkload.staging.planning import STAGED_FORMAT, chunk_name, format_
 from airflow_bulkload.staging.splitter import SplitProgress, split_into_chunks
 
 if TYPE_CHECKING:
-    from airflow_bulkload.staging.stager import StagingOptions
+    from airflow_bulkload.staging.options import StagingOptions
 
 log = logging.getLogger("airflow_bulkload.staging.stager")
 

@@ -21,7 +21,9 @@ log = logging.getLogger(__name__)
 MANIFEST_VERSION = 1
 Compression = Literal["gzip", "none"]
 
-_FORMATS = ("csv", "text")
+_FORMATS = ("csv", "text", "parquet", "jsonl")
+#: input formats whose files name (and type) their own columns, read by DuckDB in staging
+SELF_DESCRIBING_FORMATS = ("parquet", "jsonl")
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,9 @@ class FileFormat:
 
     ``format`` is ``"csv"`` (RFC 4180 quoting) or ``"text"`` (PostgreSQL text format: tab-separated,
     backslash escapes, ``\N`` for NULL). ``null`` is the string that means SQL NULL; ``None`` takes
-    the format's default (unquoted empty field for csv, ``\N`` for text).
+    the format's default (unquoted empty field for csv, ``\N`` for text). An *input* may also be
+    ``"parquet"`` or ``"jsonl"`` (JSON Lines): staging reads it with DuckDB, by its own column
+    names and types, and the other fields do not apply.
     """
 
     format: str = "csv"
@@ -56,6 +60,11 @@ class FileFormat:
             raise InvalidFileFormatError(f"null string may not hold CR, LF or NUL: {self.null!r}")
         if not self.encoding.replace("-", "").replace("_", "").isalnum():
             raise InvalidFileFormatError(f"encoding name is not valid: {self.encoding!r}")
+
+    @property
+    def self_describing(self) -> bool:
+        """Whether the files name their own columns (Parquet, JSON Lines), not a header line."""
+        return self.format in SELF_DESCRIBING_FORMATS
 
     @property
     def effective_null(self) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_bulkload.exceptions import BulkLoadError, InvalidFileFormatError
+from airflow_bulkload.staging import typed_formats
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.origin import header_of
 from airflow_bulkload.staging.planning import STAGED_FORMAT
@@ -54,9 +55,12 @@ def _list_literal(values: Sequence[str]) -> str:
 
 
 def check_input_format(fmt: FileFormat) -> None:
+    if fmt.self_describing:
+        return
     if fmt.format != "csv":
         raise InvalidFileFormatError(
-            f"staging reads csv input (TSV is csv with delimiter '\\t'), not format {fmt.format!r}"
+            f"staging reads csv (TSV is csv with delimiter '\\t'), parquet or jsonl input, not "
+            f"format {fmt.format!r}"
         )
     if fmt.python_encoding not in _DUCKDB_ENCODINGS:
         raise InvalidFileFormatError(
@@ -124,10 +128,13 @@ def normalize(
     threads: int | None = None,
     temp_dir: Path,
     path_names: Mapping[str, str] | None = None,
+    table_types: Mapping[str, str] | None = None,
 ) -> NormalizeResult:
     """Write the rows of ``paths`` to ``out_path`` in :data:`STAGED_FORMAT`, sorted when asked.
 
-    ``path_names`` maps local file names to what the user called them, for error messages.
+    ``path_names`` maps local file names to what the user called them, for error messages;
+    ``table_types`` the table's loadable columns to their types (Parquet / JSON Lines input is
+    checked against them, see :mod:`~airflow_bulkload.staging.typed_formats`).
     """
     import duckdb  # here, not at the top: DAG files and load tasks import this module, not DuckDB
 
@@ -144,18 +151,21 @@ def normalize(
             con.execute(f"SET threads = {int(threads)}")
         # order matters only when sorting; without it DuckDB streams with less memory
         con.execute(f"SET preserve_insertion_order = {'true' if sort_key else 'false'}")
-        try:
-            described = con.execute(
-                "DESCRIBE SELECT * FROM " + read_csv_sql(paths, fmt, columns, sniff=True)  # noqa: S608
-            ).fetchall()
-        except duckdb.Error as exc:
-            raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
-        detected = [str(row[0]) for row in described]
-        if columns and len(columns) != len(detected):
-            raise InputFormatError(
-                f"columns names {len(columns)} columns but the input has {len(detected)}"
-            )
-        source = _source_by_header(con, paths, fmt, columns, detected, names)
+        if fmt.self_describing:
+            detected, source = _typed_source(con, paths, fmt, columns, table_types or {}, names)
+        else:
+            try:
+                described = con.execute(
+                    "DESCRIBE SELECT * FROM " + read_csv_sql(paths, fmt, columns, sniff=True)  # noqa: S608
+                ).fetchall()
+            except duckdb.Error as exc:
+                raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
+            detected = [str(row[0]) for row in described]
+            if columns and len(columns) != len(detected):
+                raise InputFormatError(
+                    f"columns names {len(columns)} columns but the input has {len(detected)}"
+                )
+            source = _source_by_header(con, paths, fmt, columns, detected, names)
         missing = [k for k in sort_key if k not in detected]
         if missing:
             raise InputFormatError(
@@ -177,6 +187,8 @@ def normalize(
         try:
             result = con.execute(copy).fetchone()
         except duckdb.ConversionException as exc:
+            if fmt.self_describing:
+                raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
             raise _bad_key_error(con, paths, fmt, detected, sort_key, sort_types, names) from exc
         except duckdb.Error as exc:
             raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
@@ -184,6 +196,45 @@ def normalize(
         return NormalizeResult(detected, rows, time.monotonic() - started)
     finally:
         con.close()
+
+
+def _typed_source(
+    con: Any,
+    paths: Sequence[Path],
+    fmt: FileFormat,
+    columns: Sequence[str] | None,
+    table_types: Mapping[str, str],
+    names: Mapping[str, str],
+) -> tuple[list[str], str]:
+    """Parquet / JSON Lines: the input's columns and the query writing them as text, checked."""
+    import duckdb
+
+    if columns:
+        raise InputFormatError(
+            f"{fmt.format} files name their own columns: leave columns= out (it renames CSV "
+            "columns by position)"
+        )
+    con.execute("SET TimeZone = 'UTC'")  # timestamps with a zone are written in UTC
+    schemas = {}
+    for path in paths:
+        if not path.stat().st_size:
+            continue
+        where = names.get(str(path), str(path))
+        try:
+            schemas[where] = typed_formats.describe(con, path, fmt)
+        except duckdb.Error as exc:
+            raise InputFormatError(f"{where}: cannot read it as {fmt.format}: {exc}") from exc
+    try:
+        typed = typed_formats.check_schemas(schemas, table_types)
+    except typed_formats.TypedInputError as exc:
+        raise InputFormatError(str(exc)) from exc
+    detected = [name for name, _ in typed]
+    read_as_text = fmt.format == "jsonl"
+    read = typed_formats.read_sql(
+        [p for p in paths if p.stat().st_size], fmt, detected if read_as_text else ()
+    )
+    select = typed_formats.text_select(typed, table_types, read_as_text=read_as_text)
+    return detected, f"(SELECT {select} FROM {read})"  # noqa: S608
 
 
 def _file_header(con: Any, path: Path, fmt: FileFormat, names: Mapping[str, str]) -> list[str]:

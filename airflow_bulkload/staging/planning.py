@@ -157,7 +157,7 @@ class SourceFile:
 
     @property
     def looks_compressed(self) -> bool:
-        return self.location.lower().endswith((".gz", ".gzip", ".zst", ".zstd", ".bz2"))
+        return self.location.lower().endswith((".gz", ".gzip", ".zst", ".zstd", ".bz2", ".parquet"))
 
 
 def input_fingerprint(sources: Sequence[SourceFile], options: Mapping[str, Any]) -> str:

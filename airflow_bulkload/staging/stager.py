@@ -11,26 +11,25 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from airflow_bulkload.exceptions import BulkLoadError, NulByteError
-from airflow_bulkload.s3io import check_upload_args, parse_s3_uri
+from airflow_bulkload.s3io import parse_s3_uri
 from airflow_bulkload.staging.chunk_upload import split_and_upload
 from airflow_bulkload.staging.direct import DirectRefusedError, plan_direct
 from airflow_bulkload.staging.manifest import (
     ChunkSpec,
-    FileFormat,
     Manifest,
     read_manifest,
     write_manifest,
 )
 from airflow_bulkload.staging.normalize import normalize
+from airflow_bulkload.staging.options import Resources, StagingOptions
 from airflow_bulkload.staging.origin import find_nul
 from airflow_bulkload.staging.planning import (
-    DEFAULT_MAX_MAP_LENGTH,
     MANIFEST_NAME,
     STAGED_FORMAT,
     SourceFile,
@@ -50,83 +49,9 @@ from airflow_bulkload.staging.workdir import staging_workdir
 
 log = logging.getLogger(__name__)
 
-COMPRESSIONS = ("gzip", "none")
-
 
 class InsufficientTempSpaceError(BulkLoadError):
     """The temp directory has less free space than a staging run needs."""
-
-
-@dataclass(frozen=True)
-class StagingOptions:
-    """Everything that shapes the staged chunks (and so belongs in the fingerprint)."""
-
-    file_format: FileFormat = field(default_factory=FileFormat)
-    columns: list[str] | None = None
-    sort_key: list[str] = field(default_factory=list)
-    sort_types: list[str] = field(default_factory=list)
-    chunk_size: int = 256_000_000
-    compression: str = "gzip"
-    compress_level: int = 1
-    #: the table's key (primary, else a NOT NULL unique one): each chunk records its first and
-    #: last record's key, for the ledger's checks; not part of the fingerprint (no rewrite)
-    probe_key: list[str] = field(default_factory=list)
-    #: the table's loadable columns, naming the input's columns when it has neither a header
-    #: nor ``columns``
-    table_columns: list[str] | None = None
-    #: load S3 objects as they are stored when the input needs no rewrite (see
-    #: :mod:`~airflow_bulkload.staging.direct`); the caller sets it only for an engine whose
-    #: loader reads CSV as written, with the ``client`` method
-    direct: bool = False
-    #: quoted values may hold line ends (the safe default): direct objects are loaded whole;
-    #: ``False`` declares they never do, and large plain objects are cut in byte ranges
-    quoted_newlines: bool = True
-    #: extra S3 arguments of every object staging writes (chunks, manifests), as S3Hook's
-    #: ``extra_args``: e.g. SSE-KMS; not part of the fingerprint (the chunks' bytes are the same)
-    upload_args: dict[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if self.compression not in COMPRESSIONS:
-            raise ValueError(f"compression must be one of {COMPRESSIONS}, got {self.compression!r}")
-        if len(self.sort_types) != len(self.sort_key):
-            raise ValueError("sort_types needs one type per sort_key column")
-        if not 0 <= self.compress_level <= 9:
-            raise ValueError(f"compress_level must be 0-9, got {self.compress_level}")
-        check_upload_args(self.upload_args)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "file_format": self.file_format.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> StagingOptions:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        values["file_format"] = FileFormat.from_dict(values.get("file_format") or {})
-        return cls(**values)
-
-    def fingerprint_options(self) -> dict[str, Any]:
-        return {
-            "file_format": self.file_format.to_dict(),
-            "columns": self.columns,
-            "sort_key": self.sort_key,
-            "sort_types": self.sort_types,
-            "chunk_size": self.chunk_size,
-            "compression": self.compression,
-            "compress_level": self.compress_level,
-            **({"direct": True, "quoted_newlines": self.quoted_newlines} if self.direct else {}),
-        }
-
-
-@dataclass(frozen=True)
-class Resources:
-    """Local resources a staging run may use."""
-
-    temp_dir: str | None = None
-    memory_limit: str = "1GB"
-    threads: int | None = None
-    check_temp_space: bool = True
-    max_map_length: int = DEFAULT_MAX_MAP_LENGTH
-    grow_chunk_size: bool = False
 
 
 @dataclass(frozen=True)
@@ -342,6 +267,7 @@ def stage_files(
             threads=resources.threads,
             temp_dir=spill,
             path_names=names,
+            table_types=options.table_types,
         )
         shutil.rmtree(work_dir / "input")  # downloads are no longer needed; free the space
         normalized_bytes = normalized_path.stat().st_size
@@ -377,9 +303,13 @@ def stage_files(
                 columns=normalized.columns,
             )
         except NulByteError as exc:
+            if options.file_format.self_describing:  # no lines to name in Parquet / JSON Lines
+                raise
             raise _nul_at_source(exc, [s.location for s in sources], s3) from exc
     output_columns = list(options.columns) if options.columns else None
-    if output_columns is None and options.file_format.header:
+    if output_columns is None and (
+        options.file_format.header or options.file_format.self_describing
+    ):
         output_columns = normalized.columns or None
     chunks = [ChunkSpec.from_dict({**c.to_dict(), "columns": output_columns}) for c in chunks]
     manifest = staged_manifest(fingerprint, output_columns, chunks, options, sources)

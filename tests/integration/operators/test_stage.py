@@ -168,3 +168,38 @@ def test_extra_args_s3_uploads_do_not_take_are_refused_before_reading(
     )
     assert "failed" in str(run.state)
     assert "Contents" not in moto_server.client("s3").list_objects_v2(Bucket=s3_bucket)
+
+
+def test_parquet_is_checked_against_the_table_the_operator_describes(
+    airflow_db: Path, pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """The operator hands staging the table's columns and types: a column the table lacks
+    fails the task before anything is staged; the columns it has stage, named by the file."""
+    import duckdb
+
+    pg_db.query("CREATE TABLE events (id bigint PRIMARY KEY, v text)")
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    for folder, select in ((good, "i AS id, 'v' || i AS v"), (bad, "i AS id, i AS other")):
+        folder.mkdir()
+        duckdb.connect().execute(
+            f"COPY (SELECT {select} FROM range(50) r(i)) TO '{folder / 'p.parquet'}' "
+            "(FORMAT parquet)"
+        )
+    runs = {}
+    for folder in (good, bad):
+        out = tmp_path / f"out-{folder.name}"
+        out.mkdir()
+        runs[folder.name] = _run_dag(
+            {
+                "source": str(folder / "p.parquet"),
+                "staging": f"s3://{s3_bucket}/staging-{folder.name}",
+                "table": "public.events",
+                "file_format": {"format": "parquet"},
+                "conn_id": pg_db.conn_id,
+            },
+            out,
+        )
+    assert str(runs["good"].state) in ("success", "DagRunState.SUCCESS")
+    [chunk] = [json.loads(p.read_text()) for p in (tmp_path / "out-good").glob("chunk-*.json")]
+    assert chunk["columns"] == ["id", "v"] and chunk["rows"] == 50
+    assert "failed" in str(runs["bad"].state)

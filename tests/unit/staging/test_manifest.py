@@ -16,7 +16,7 @@ def test_file_format_defaults_per_format() -> None:
 @pytest.mark.parametrize(
     "options",
     [
-        {"format": "parquet"},
+        {"format": "xml"},  # parquet and jsonl are input formats now
         {"delimiter": ",,"},
         {"delimiter": "\n"},
         {"quote": ""},

@@ -113,7 +113,7 @@ def test_ragged_rows_are_an_error_not_silently_padded(tmp_path: Path) -> None:
 
 
 def test_unsupported_input_options_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(InvalidFileFormatError, match="csv input"):
+    with pytest.raises(InvalidFileFormatError, match=r"not format 'text'"):
         normalize([tmp_path], tmp_path / "o", FileFormat(format="text"), temp_dir=tmp_path)
     with pytest.raises(InvalidFileFormatError, match="encoding"):
         normalize([tmp_path], tmp_path / "o", FileFormat(encoding="SJIS"), temp_dir=tmp_path)
