@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from airflow_bulkload.catalog import TableInfo, TableRef
 from airflow_bulkload.lineage import MAX_INPUT_DATASETS, s3_dataset_names, table_dataset_name
+from tests.unit.advice.factories import table
 
 
 def _table(schema: str | None, name: str) -> TableInfo:
-    return TableInfo(
-        table=TableRef(name=name, schema=schema),
-        columns=[],
-        primary_key=[],
-        indexes=[],
-        constraints=[],
-        referencing_foreign_keys=[],
-        triggers=[],
-        reloptions={},
-        estimated_rows=0,
-        size_bytes=0,
-    )
+    return replace(table(), table=TableRef(name=name, schema=schema))
 
 
 def test_s3_objects_are_named_by_bucket_and_key_once_each_in_order() -> None:
