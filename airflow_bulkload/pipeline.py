@@ -20,13 +20,12 @@ leaves bulk mode.
 
 from __future__ import annotations
 
-import inspect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import Asset, Context, Param, TaskGroup, conf
+from airflow.sdk import Asset, Param, TaskGroup, conf
 from airflow.sdk.definitions.taskgroup import TaskGroup as _TaskGroup
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
@@ -55,50 +54,17 @@ from airflow_bulkload.operators.table import (
     RestoreTableOperator,
 )
 from airflow_bulkload.operators.withdraw import WithdrawSupersededChunksOperator
+from airflow_bulkload.pipeline_args import (
+    CHUNK_MAP_INDEX,
+    GROUP_MAP_INDEX,
+    accepted_by,
+    then,
+    with_extra,
+)
 from airflow_bulkload.task_docs import TASK_DOCS, describe_tasks
 
 AUTO = "auto"
 BULK_MODES = (AUTO, "off")
-
-
-#: what per-stage arguments may not change: a task's identity and the pipeline's timing hooks
-_RESERVED = frozenset(
-    {"task_id", "table", "conn_id", "source", "staging", "chunk", "pre_execute", "post_execute"}
-)
-
-
-def _with_extra(
-    arguments: dict[str, Any], extra: dict[str, Any] | None, name: str
-) -> dict[str, Any]:
-    """The pipeline's arguments for a task, overridden by the author's ``extra``."""
-    reserved = sorted(set(extra or {}) & _RESERVED)
-    if reserved:
-        raise ValueError(f"{name} may not set {reserved}: they are the pipeline's own")
-    return arguments | dict(extra or {})
-
-
-#: how the UI names a mapped load task: its chunk's object (and bytes, for a range)
-CHUNK_MAP_INDEX = (
-    "{{ task.chunk['uri'].rsplit('/', 1)[-1] }}"
-    "{% if task.chunk.get('byte_range') %} bytes {{ task.chunk['byte_range'][0] }}-"
-    "{{ task.chunk['byte_range'][1] }}{% endif %}"
-)
-#: how the UI names a mapped staging task: its group and first input file
-GROUP_MAP_INDEX = (
-    "group {{ task.group['index'] }}: {{ task.group['sources'][0]['location'].rsplit('/', 1)[-1] }}"
-    "{% if task.group['sources'] | length > 1 %} +{{ task.group['sources'] | length - 1 }}"
-    "{% endif %}"
-)
-
-
-def _accepted_by(operator: type, extra: dict[str, Any] | None) -> dict[str, Any]:
-    """The entries of ``extra`` that ``operator`` (or ``BaseOperator``) takes as arguments."""
-    names: set[str] = set()
-    for klass in operator.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is not None:
-            names |= set(inspect.signature(init).parameters)
-    return {k: v for k, v in (extra or {}).items() if k in names}
 
 
 def reload_param() -> Param:
@@ -118,18 +84,6 @@ def reload_param() -> Param:
 def default_group_id(table: str) -> str:
     """``load_<table>`` with every character Airflow does not allow in ids replaced."""
     return "load_" + re.sub(r"[^A-Za-z0-9_-]", "_", table).strip("_")
-
-
-def _then(
-    first: Callable[[Context], None], second: Callable[[Context], None]
-) -> Callable[..., None]:
-    """One ``pre_execute`` hook that runs two."""
-
-    def both(context: Context) -> None:
-        first(context)
-        second(context)
-
-    return both
 
 
 def bulk_load_table(
@@ -278,9 +232,9 @@ def bulk_load_table(
     if bulk_mode != "off":
         # every chunk load renews the run's bulk-mode lease, so a long load never outlives it
         renew = RenewBulkModeLease(table=table, target=bulk_target)
-        load_timing = timing | {"pre_execute": _then(renew, record_start)}
+        load_timing = timing | {"pre_execute": then(renew, record_start)}
     with _TaskGroup(group_id or default_group_id(table), tooltip=f"Bulk load of {table}") as group:
-        stage_arguments = _with_extra(
+        stage_arguments = with_extra(
             {
                 "file_format": file_format,
                 "columns": columns,
@@ -314,7 +268,7 @@ def bulk_load_table(
             # an input larger than a group is staged by one mapped task per group, then collected
             stage_groups = StageGroupOperator.partial(
                 task_id="stage_group",
-                **_with_extra(
+                **with_extra(
                     {
                         "aws_conn_id": aws_conn_id,
                         "map_index_template": GROUP_MAP_INDEX,
@@ -324,7 +278,7 @@ def bulk_load_table(
                         "retry_delay": load_retry_delay,
                         **timing,
                     },
-                    _accepted_by(StageGroupOperator, stage_kwargs),
+                    accepted_by(StageGroupOperator, stage_kwargs),
                     "stage_kwargs",
                 ),
             ).expand(group=stage.output)
@@ -393,7 +347,7 @@ def bulk_load_table(
             task_id="load",
             table=table,
             conn_id=conn_id,
-            **_with_extra(
+            **with_extra(
                 {
                     "aws_conn_id": aws_conn_id,
                     "method": method,
