@@ -58,6 +58,7 @@ from airflow_bulkload.pipeline_args import (
     CHUNK_MAP_INDEX,
     GROUP_MAP_INDEX,
     accepted_by,
+    input_key_patterns,
     then,
     with_extra,
 )
@@ -123,6 +124,7 @@ def bulk_load_table(
     load_kwargs: dict[str, Any] | None = None,
     deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
     stage_group_size: str | int | None = None,
+    wait_for_input: timedelta | None = None,
 ) -> TaskGroup:
     """Build the task group that bulk loads ``source`` into ``table`` (see the module docstring).
 
@@ -204,6 +206,11 @@ def bulk_load_table(
     :param deferrable: the long waits (the table claim held by another load, a free load slot,
         an RDS parameter change) run in the triggerer and hold no worker slot; needs a running
         ``airflow triggerer``. Default: ``[operators] default_deferrable``.
+    :param wait_for_input: wait up to this long for the S3 input to appear (any object under a
+        prefix, one matching a glob, or the object), in a ``wait_for_input`` sensor before
+        staging (deferred with ``deferrable``, else rescheduled, holding no slot between checks,
+        at most a minute apart); the run fails when it does not. ``None`` (default): no wait, and an
+        empty input loads 0 rows (the report says so).
     """
     if method not in LOAD_METHODS:
         raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
@@ -331,6 +338,22 @@ def bulk_load_table(
         )
         # claim first: a load waiting for the table must not hold the server in bulk mode
         stage >> preflight >> claim >> withdraw
+        if wait_for_input is not None:
+            from airflow.providers.amazon.aws.sensors.s3 import S3KeySensor
+
+            (
+                S3KeySensor(
+                    task_id="wait_for_input",
+                    bucket_key=input_key_patterns(source),
+                    wildcard_match=True,
+                    aws_conn_id=aws_conn_id,
+                    timeout=wait_for_input.total_seconds(),
+                    poke_interval=min(60.0, max(5.0, wait_for_input.total_seconds() / 10)),
+                    mode="poke" if deferrable else "reschedule",
+                    deferrable=deferrable,
+                )
+                >> stage
+            )
 
         prepare = PrepareTableOperator(
             task_id="prepare_table",

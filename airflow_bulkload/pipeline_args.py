@@ -61,3 +61,15 @@ def then(
         second(context)
 
     return both
+
+
+def input_key_patterns(source: str | list[str]) -> list[str]:
+    """What an S3 key sensor waits for: any object under each prefix, a glob, or the object.
+
+    ``source`` as given to ``bulk_load_table`` (Jinja templates stay in and render in the sensor).
+    """
+    sources = [source] if isinstance(source, str) else list(source)
+    local = [s for s in sources if not s.startswith("s3://")]
+    if local:
+        raise ValueError(f"wait_for_input waits for S3 input, not local paths: {local}")
+    return [s + "*" if s.endswith("/") else s for s in sources]

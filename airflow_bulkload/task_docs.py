@@ -9,6 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 TASK_DOCS: dict[str, str] = {
+    "wait_for_input": (
+        "**Wait for the input** to appear in S3 (any object under the prefix, or one matching "
+        "the glob), up to `wait_for_input`; the run fails when it does not."
+    ),
     "stage": (
         "**Stage / plan the input.** Lists the input objects and writes the load's chunks and "
         "manifest: chunks that point at the source objects themselves (direct loads), or "

@@ -122,3 +122,30 @@ def test_every_generated_task_says_what_it_does_and_a_dag_authors_doc_wins(
     assert all(docs.values()), [name for name, doc in docs.items() if not doc]
     if stage_group_size:
         assert {"stage_group", "collect_staging"} <= set(docs)
+
+
+def test_a_wait_for_input_sensor_runs_before_staging_on_the_inputs_keys() -> None:
+    with DAG("wiring", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
+        bulk_load_table(
+            table="public.t",
+            conn_id="pg",
+            source=["s3://in/x/{{ ds }}/", "s3://in/y/*.csv.gz", "s3://in/z.csv"],
+            staging="s3://s/x",
+            wait_for_input=timedelta(hours=2),
+        )
+    wait = dag.get_task("load_public_t.wait_for_input")
+    assert wait.bucket_key == ["s3://in/x/{{ ds }}/*", "s3://in/y/*.csv.gz", "s3://in/z.csv"]  # type: ignore[attr-defined]
+    assert wait.wildcard_match and wait.timeout == 7200 and wait.mode == "reschedule"  # type: ignore[attr-defined]
+    assert wait.downstream_task_ids == {"load_public_t.stage"}
+    assert "wait_for_input" not in {t.task_id for t in pipeline().tasks}
+    with (
+        pytest.raises(ValueError, match="not local paths"),
+        DAG("local", schedule=None, start_date=pendulum.datetime(2026, 1, 1)),
+    ):
+        bulk_load_table(
+            table="t",
+            conn_id="pg",
+            source="/data/x.csv",
+            staging="s3://s/x",
+            wait_for_input=timedelta(minutes=5),
+        )
