@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -208,10 +209,16 @@ def check_server(engine: str) -> ServerSettings:
 
 @contextmanager
 def fresh_database(
-    engine: str, server: ServerSettings, *, prefix: str = "bl_test", keep: bool = False
+    engine: str, server: ServerSettings, *, prefix: str | None = None, keep: bool = False
 ) -> Iterator[TestDatabase]:
     """Create a uniquely named database and drop it afterwards (unless ``keep``), whatever the
-    test did."""
+    test did. Its name starts with ``prefix``, default ``BULKLOAD_TEST_DB_PREFIX`` or ``bl_test``
+    (on a shared server, a prefix of your own tells your test databases from everyone else's)."""
+    prefix = prefix or os.environ.get("BULKLOAD_TEST_DB_PREFIX") or "bl_test"
+    if not re.fullmatch(r"[a-z][a-z0-9_]{0,40}", prefix):
+        raise ValueError(
+            f"BULKLOAD_TEST_DB_PREFIX must be lowercase letters, digits, _: {prefix!r}"
+        )
     name = unique_name(prefix)
     conn_id = unique_name("bl_conn")
     if engine == "postgres":
