@@ -11,8 +11,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from airflow_bulkload.compression import DECOMPRESS_ERRORS, MAGIC_BYTES, codec_of, decompressed
+from airflow_bulkload.compression import (
+    DECOMPRESS_ERRORS,
+    MAGIC_BYTES,
+    codec_of,
+    decompress_strictly,
+)
 from airflow_bulkload.exceptions import BulkLoadError
+from airflow_bulkload.gzip_codec import GZIP_READ_ERRORS, gunzip_reader
 from airflow_bulkload.s3io import parse_s3_uri, s3_error_code
 from airflow_bulkload.staging.normalize import InputFormatError
 from airflow_bulkload.staging.planning import SourceFile
@@ -135,26 +141,40 @@ def resolve_sources(patterns: str | Sequence[str], s3_client: Any = None) -> lis
 
 
 def _as_duckdb_reads_it(raw: Path, location: str) -> Path:
-    """``raw`` renamed by its content (``.csv``, ``.csv.gz``, ``.csv.zst``) for DuckDB's reader.
+    """``raw`` renamed by its content (``.csv`` or ``.csv.gz``) for DuckDB's reader.
 
-    bzip2, which DuckDB does not read, is decompressed to ``.csv`` (streamed, then removed).
+    zstd and bzip2 are decompressed to ``.csv`` (streamed, checked to their last byte, then the
+    download removed): a damaged or cut object fails here, naming it.
     """
     with raw.open("rb") as handle:
         codec = codec_of(handle.read(MAGIC_BYTES))
-    if codec == "bz2":
+    if codec in ("zstd", "bz2"):
         plain = raw.with_suffix(".csv")
         try:
-            with raw.open("rb") as packed, decompressed(packed) as text, plain.open("wb") as out:
-                shutil.copyfileobj(text, out, 1024 * 1024)
+            with raw.open("rb") as packed, plain.open("wb") as out:
+                decompress_strictly(packed, out, codec)
         except DECOMPRESS_ERRORS as exc:
             raise InputFormatError(
-                f"{location}: its bzip2 data does not decompress ({exc})"
+                f"{location}: its {codec} data does not decompress ({exc})"
             ) from exc
         raw.unlink()
         return plain
-    named = raw.with_suffix({"gzip": ".csv.gz", "zstd": ".csv.zst"}.get(codec, ".csv"))
+    named = raw.with_suffix(".csv.gz" if codec == "gzip" else ".csv")
     raw.rename(named)
     return named
+
+
+def holds_text(path: Path) -> bool:
+    """Whether a staged-for-DuckDB input file has any content (an empty gzip has none)."""
+    if not path.stat().st_size:
+        return False
+    if path.suffix != ".gz":
+        return True
+    with path.open("rb") as packed:
+        try:
+            return bool(gunzip_reader(packed).read(1))
+        except GZIP_READ_ERRORS:
+            return True  # DuckDB's read says what is wrong with it, naming the object
 
 
 def materialize(

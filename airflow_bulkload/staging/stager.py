@@ -44,7 +44,12 @@ from airflow_bulkload.staging.planning import (
     staging_prefix,
     temp_space_needed,
 )
-from airflow_bulkload.staging.sources import materialize, open_source, resolve_sources
+from airflow_bulkload.staging.sources import (
+    holds_text,
+    materialize,
+    open_source,
+    resolve_sources,
+)
 from airflow_bulkload.staging.workdir import staging_workdir
 
 log = logging.getLogger(__name__)
@@ -257,7 +262,7 @@ def stage_files(
         spill = work_dir / "duckdb-spill"
         spill.mkdir()
         normalized = normalize(
-            local,
+            [path for path in local if holds_text(path)],  # an empty part adds no rows
             normalized_path,
             options.file_format,
             columns=options.columns,
