@@ -6,6 +6,7 @@ import hashlib
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, BinaryIO
 
 from airflow_bulkload.exceptions import ChunkLoadError
@@ -30,23 +31,66 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
 
 #: upload arguments staging sets itself on what it writes (the chunks' type and encoding)
 RESERVED_UPLOAD_ARGS = frozenset({"ContentType", "ContentEncoding"})
+#: SSE-C: every read of a staged object (manifests, chunk loads) would need the customer key
+_SSE_C_ARGS = frozenset({"SSECustomerAlgorithm", "SSECustomerKey", "SSECustomerKeyMD5"})
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "boolean": (bool,),
+    "timestamp": (str, datetime),
+    "integer": (int,),
+    "long": (int,),
+}
 
 
-def check_upload_args(args: Mapping[str, Any]) -> None:
-    """Refuse what S3 uploads do not take (``ValueError`` naming the keys and the allowed ones).
+def check_upload_args(args: Any) -> None:
+    """Refuse what S3 uploads do not take: ``ValueError`` naming the key or value.
 
-    Staging passes ``args`` to every object it writes, as S3Hook passes its ``extra_args``:
-    e.g. ``{"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "alias/etl"}``.
+    Staging passes ``args`` to every object it writes (``upload_file`` for chunks, ``put_object``
+    for manifests), as S3Hook passes its ``extra_args``: e.g. ``{"ServerSideEncryption":
+    "aws:kms", "SSEKMSKeyId": "alias/etl"}``. Keys both take, with values of PutObject's types;
+    not the per-object checksums, not SSE-C (no reader of staged objects has its key).
     """
+    if not isinstance(args, Mapping):
+        raise ValueError(
+            f"staging_extra_args must be a dict of S3 upload arguments, got {type(args).__name__}"
+            " (a template renders text unless the DAG sets render_template_as_native_obj=True)"
+        )
     from boto3.s3.transfer import S3Transfer
+    from botocore.session import get_session
 
-    allowed = set(S3Transfer.ALLOWED_UPLOAD_ARGS) - RESERVED_UPLOAD_ARGS
+    put_object: Any = get_session().get_service_model("s3").operation_model("PutObject").input_shape
+    allowed = (
+        {
+            key
+            for key in set(S3Transfer.ALLOWED_UPLOAD_ARGS) & set(put_object.members)
+            if key == "ChecksumAlgorithm" or not key.startswith("Checksum")
+        }
+        - RESERVED_UPLOAD_ARGS
+        - _SSE_C_ARGS
+    )
+    sse_c = sorted(set(args) & _SSE_C_ARGS)
+    if sse_c:
+        raise ValueError(
+            f"staging_extra_args {sse_c}: SSE-C needs the customer key on every read of a staged "
+            "object, which the loads do not pass; use SSE-KMS (ServerSideEncryption aws:kms)"
+        )
     unknown = sorted(set(args) - allowed)
     if unknown:
         raise ValueError(
             f"S3 upload arguments {unknown} are not taken by staging's uploads "
             f"(allowed: {', '.join(sorted(allowed))})"
         )
+    for key, value in args.items():
+        shape = put_object.members[key]
+        if shape.type_name == "map":
+            good = isinstance(value, Mapping) and all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+            )
+        else:
+            good = isinstance(value, _PYTHON_TYPES.get(shape.type_name, (str,)))
+        if not good:
+            expected = "a dict of text to text" if shape.type_name == "map" else shape.type_name
+            raise ValueError(f"staging_extra_args {key}={value!r}: expected {expected}")
 
 
 def s3_error_code(exc: BaseException) -> str:

@@ -202,7 +202,7 @@ class StageToS3Operator(BaseOperator):
         if self.sort_by_primary_key and not self.conn_id:
             raise ValueError("sort_by_primary_key needs conn_id to read the table's primary key")
         parse_flag(self.direct, "direct")
-        check_upload_args(self.staging_extra_args or {})
+        check_upload_args({} if self.staging_extra_args is None else self.staging_extra_args)
 
     def _direct(self) -> bool:
         """Whether staging may load the input as stored: the engine's side of the decision."""
@@ -287,7 +287,7 @@ class StageToS3Operator(BaseOperator):
             table_types=table_types or {},
             direct=self._direct(),
             quoted_newlines=bool(parse_flag(self.quoted_newlines, "quoted_newlines")),
-            upload_args=dict(self.staging_extra_args or {}),
+            upload_args=dict(self.staging_extra_args or {}),  # checked by validate()
         )
         resources = Resources(
             temp_dir=self.temp_dir,
