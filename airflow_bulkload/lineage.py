@@ -1,7 +1,7 @@
 """OpenLineage for the load tasks: the S3 objects read and the table written.
 
 The datasets follow OpenLineage's naming: an S3 object is namespace ``s3://<bucket>``, name
-``<key>``; a table is the namespace the postgres / mysql providers' hooks give their connection
+``<key>`` (a local input file ``file``, its path); a table is the namespace the postgres / mysql providers' hooks give their connection
 (``postgres://host:port``, ``mysql://host:port``) and name ``database.schema.table`` on PostgreSQL,
 ``database.table`` on MySQL, the same names common-sql's operators emit, so a lineage graph joins
 our loads with the SQL tasks that read the table afterwards.
@@ -28,26 +28,33 @@ if TYPE_CHECKING:
 MAX_INPUT_DATASETS = 100
 
 
-def s3_dataset_names(uris: Iterable[str]) -> list[tuple[str, str]]:
-    """(namespace, name) of each S3 object, in order, without repeats.
+def input_dataset_names(locations: Iterable[str]) -> list[tuple[str, str]]:
+    """(namespace, name) of each input object or file, in order, without repeats.
 
-    Past :data:`MAX_INPUT_DATASETS` objects, one (namespace, name) per bucket: the objects'
-    common key prefix (OpenLineage's convention for a directory of files).
+    S3 objects are ``s3://<bucket>`` / ``<key>``; local files (staging reads those too) are
+    ``file`` / ``<path>``. Past :data:`MAX_INPUT_DATASETS` inputs, one (namespace, name) per
+    bucket: its objects' common folder (OpenLineage's convention for a directory of files), or
+    the object itself when it is the bucket's only one.
     """
     seen: dict[tuple[str, str], None] = {}
-    for uri in uris:
-        bucket, key = parse_s3_uri(uri)
-        seen[(f"s3://{bucket}", key or "/")] = None
+    for location in locations:
+        if location.startswith("s3://"):
+            bucket, key = parse_s3_uri(location)
+            seen[(f"s3://{bucket}", key or "/")] = None
+        else:
+            seen[("file", location)] = None
     names = list(seen)
     if len(names) <= MAX_INPUT_DATASETS:
         return names
-    by_bucket: dict[str, list[str]] = {}
+    by_namespace: dict[str, list[str]] = {}
     for namespace, key in names:
-        by_bucket.setdefault(namespace, []).append(key)
-    return [(ns, _common_prefix(keys)) for ns, keys in by_bucket.items()]
+        by_namespace.setdefault(namespace, []).append(key)
+    return [(ns, _common_folder(keys)) for ns, keys in by_namespace.items()]
 
 
-def _common_prefix(keys: list[str]) -> str:
+def _common_folder(keys: list[str]) -> str:
+    if len(keys) == 1:
+        return keys[0]
     first, last = min(keys), max(keys)
     length = 0
     while length < min(len(first), len(last)) and first[length] == last[length]:
@@ -96,7 +103,7 @@ def load_lineage(
             "outputStatistics": OutputStatisticsOutputDatasetFacet(rowCount=rows, size=nbytes)
         },
     )
-    inputs = [Dataset(namespace=ns, name=name) for ns, name in s3_dataset_names(input_uris)]
+    inputs = [Dataset(namespace=ns, name=name) for ns, name in input_dataset_names(input_uris)]
     return OperatorLineage(inputs=inputs, outputs=[output])
 
 
