@@ -1,9 +1,10 @@
 """Compressed input: which codec a stored object uses, told by its first bytes, and a reader.
 
 gzip is the fast path (ISA-L, :mod:`airflow_bulkload.gzip_codec`) and loads as stored; zstd and
-bzip2 inputs are staged: staging decompresses them (DuckDB reads zstd itself; bzip2 is
-decompressed to plain CSV first) and error tracing reads them through :func:`decompressed`. Every
-reader streams: memory stays a few buffers whatever the object's size.
+bzip2 inputs are staged: staging decompresses them to plain CSV as they are downloaded
+(:func:`decompress_strictly`, which refuses what a lenient reader would skip), and error tracing
+reads them through :func:`decompressed`. Every reader streams: memory stays a few buffers
+whatever the object's size.
 """
 
 from __future__ import annotations
