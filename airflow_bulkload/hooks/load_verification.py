@@ -154,4 +154,7 @@ class LoadVerificationMixin(TableTruthMixin):
             "rows_in_table": found,
             "sources": manifest.sources,
             "input_empty": expected == 0,
+            # records staging set aside (max_errors): not loaded, listed in these files
+            "rejected_rows": manifest.rejected_rows,
+            "rejects": manifest.rejects,
         }

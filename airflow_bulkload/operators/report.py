@@ -55,6 +55,7 @@ def asset_event_extra(
         "chunks_loaded": summary.get("chunks_loaded"),
         "verified": bool(verification.get("verified")),
         "input_empty": bool(verification.get("input_empty")),
+        "rejected_rows": int(verification.get("rejected_rows") or 0),
         "logical_date": logical_date.isoformat() if logical_date is not None else None,
         "manifest": manifest,
     }
@@ -106,6 +107,15 @@ def markdown_report(summary: Mapping[str, Any], chunk_results: Sequence[Mapping[
         *(
             ["**Input empty: 0 rows loaded.** Check that the day's export arrived.", ""]
             if summary.get("verification", {}).get("input_empty")
+            else []
+        ),
+        *(
+            [
+                f"**{rejected:,} records set aside** (they do not read as the input's format; "
+                f"max_errors): {', '.join(summary['verification'].get('rejects') or [])}",
+                "",
+            ]
+            if (rejected := summary.get("verification", {}).get("rejected_rows"))
             else []
         ),
         *(
@@ -225,6 +235,13 @@ class LoadReportOperator(TableTaskOperator):
             summary["verification"] = {"verified": False, "checks": ["not checked: no conn_id"]}
         if summary["verification"].get("input_empty"):
             self.log.warning("%s: the input is empty: 0 rows, input empty", self.table)
+        if summary["verification"].get("rejected_rows"):
+            self.log.warning(
+                "%s: %d input records were set aside, not loaded (max_errors): %s",
+                self.table,
+                summary["verification"]["rejected_rows"],
+                ", ".join(summary["verification"].get("rejects") or []),
+            )
         self._describe_asset_events(context, summary)
         self.log.info("load report\n%s", markdown_report(summary, results))
         # one machine-readable line, for scripts that read the task log

@@ -8,7 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_bulkload.catalog import loadable_column_types, probe_key_of
-from airflow_bulkload.knobs import parse_flag
+from airflow_bulkload.knobs import parse_flag, parse_optional_int
 from airflow_bulkload.operators.validation import validate_or_fail
 from airflow_bulkload.s3io import check_upload_args
 from airflow_bulkload.staging.manifest import FileFormat
@@ -119,6 +119,14 @@ class StageToS3Operator(BaseOperator):
         manifests), as S3Hook's ``extra_args``; e.g. ``{"ServerSideEncryption": "aws:kms",
         "SSEKMSKeyId": "alias/etl"}`` for a bucket whose policy requires SSE-KMS. Keys S3 uploads
         do not take are refused before anything is read.
+    :param max_errors: how many CSV records that do not read as ``file_format`` (too few or too
+        many fields, bytes not in its encoding) staging sets aside instead of failing; they are
+        written to a rejects file (source, line, column, error, message, record) and counted in
+        the manifest and the load report. Over it, staging fails before writing any chunk. A
+        quote that never closes always fails. Default 0: any such record fails staging.
+        Values are not checked here: one its column does not take fails its chunk's load.
+    :param reject_uri: an S3 folder (``s3://bucket/rejects/{{ ds }}/``) for the rejects files;
+        default beside the chunks.
     """
 
     template_fields: Sequence[str] = (
@@ -136,6 +144,8 @@ class StageToS3Operator(BaseOperator):
         "temp_dir",
         "direct",
         "staging_extra_args",
+        "max_errors",
+        "reject_uri",
     )
     ui_color = "#fff2cc"
 
@@ -164,6 +174,8 @@ class StageToS3Operator(BaseOperator):
         direct: bool | str = False,
         quoted_newlines: bool = True,
         staging_extra_args: dict[str, Any] | None = None,
+        max_errors: int | str = 0,
+        reject_uri: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -189,6 +201,8 @@ class StageToS3Operator(BaseOperator):
         self.direct = direct
         self.quoted_newlines = quoted_newlines
         self.staging_extra_args = staging_extra_args
+        self.max_errors = max_errors
+        self.reject_uri = reject_uri
 
     def validate(self) -> None:
         """Refuse contradictory or unknown sort options (``ValueError``); run by ``execute``."""
@@ -203,6 +217,19 @@ class StageToS3Operator(BaseOperator):
             raise ValueError("sort_by_primary_key needs conn_id to read the table's primary key")
         parse_flag(self.direct, "direct")
         check_upload_args({} if self.staging_extra_args is None else self.staging_extra_args)
+        self._max_errors()
+        if self.reject_uri is not None and not (
+            self.reject_uri.startswith("s3://") and self.reject_uri.endswith("/")
+        ):
+            raise ValueError(
+                f"reject_uri must be an S3 folder (s3://bucket/path/): {self.reject_uri!r}"
+            )
+
+    def _max_errors(self) -> int:
+        value = parse_optional_int(self.max_errors, "max_errors") or 0
+        if value < 0:
+            raise ValueError(f"max_errors must be 0 or more, got {value}")
+        return value
 
     def _direct(self) -> bool:
         """Whether staging may load the input as stored: the engine's side of the decision."""
@@ -288,6 +315,8 @@ class StageToS3Operator(BaseOperator):
             direct=self._direct(),
             quoted_newlines=bool(parse_flag(self.quoted_newlines, "quoted_newlines")),
             upload_args=dict(self.staging_extra_args or {}),  # checked by validate()
+            max_errors=self._max_errors(),
+            reject_uri=self.reject_uri or None,
         )
         resources = Resources(
             temp_dir=self.temp_dir,

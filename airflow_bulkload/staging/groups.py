@@ -118,7 +118,18 @@ def collect_groups(
         replace(chunk, index=n) for n, chunk in enumerate(c for part in parts for c in part.chunks)
     ]
     sources = [source for group in planned for source in group.sources]
-    manifest = staged_manifest(fingerprint, columns, chunks, options, sources)
+    rejected = sum(part.rejected_rows for part in parts)
+    if rejected > options.max_errors:
+        raise BulkLoadError(
+            f"the groups set aside {rejected} records that do not read as the input's format, "
+            f"more than max_errors ({options.max_errors}) for the whole input; nothing is "
+            f"loaded. They are listed in {', '.join(r for part in parts for r in part.rejects)}"
+        )
+    manifest = replace(
+        staged_manifest(fingerprint, columns, chunks, options, sources),
+        rejected_rows=rejected,
+        rejects=[uri for part in parts for uri in part.rejects],
+    )
     write_manifest(s3, manifest_uri, manifest, options.upload_args)
     log.info(
         "collected %d groups: %d rows in %d chunks; manifest %s",

@@ -206,6 +206,9 @@ class Manifest:
     # how the input files are written (``file_format`` is the staged chunks'), so a load error
     # can be traced back to its input file and line
     source_format: dict[str, Any] = field(default_factory=dict)
+    # records set aside while staging (``max_errors``) and the files that list them
+    rejected_rows: int = 0
+    rejects: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         data = asdict(self)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_bulkload.exceptions import BulkLoadError, InvalidFileFormatError
-from airflow_bulkload.staging import typed_formats
+from airflow_bulkload.staging import rejects, typed_formats
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.origin import header_of
 from airflow_bulkload.staging.planning import STAGED_FORMAT
@@ -35,6 +35,8 @@ class NormalizeResult:
     columns: list[str]
     rows: int
     seconds: float
+    #: records set aside (``max_errors``), written to the rejects file
+    rejected: int = 0
 
 
 def duck_ident(name: str) -> str:
@@ -77,8 +79,13 @@ def read_csv_sql(
     column_count: int | None = None,
     sniff: bool = False,
     with_filename: bool = False,
+    set_aside: bool = False,
 ) -> str:
-    """The ``read_csv(...)`` table function for the inputs, every column as VARCHAR."""
+    """The ``read_csv(...)`` table function for the inputs, every column as VARCHAR.
+
+    ``set_aside``: records that do not read as ``fmt`` go to DuckDB's rejects tables
+    (:mod:`~airflow_bulkload.staging.rejects`) instead of failing the read.
+    """
     options = {
         "delim": duck_literal(fmt.delimiter),
         "quote": duck_literal(fmt.quote),
@@ -105,6 +112,8 @@ def read_csv_sql(
         options["names"] = _list_literal(columns)
     if with_filename:
         options["filename"] = "true"
+    if set_aside:  # the sniff only reads names: a bad record in its sample must not stop it
+        options |= {"ignore_errors": "true"} if sniff else rejects.READ_OPTIONS
     files = _list_literal([str(p) for p in paths])
     return f"read_csv({files}, " + ", ".join(f"{k} = {v}" for k, v in options.items()) + ")"
 
@@ -129,12 +138,16 @@ def normalize(
     temp_dir: Path,
     path_names: Mapping[str, str] | None = None,
     table_types: Mapping[str, str] | None = None,
+    max_errors: int = 0,
+    rejects_path: Path | None = None,
 ) -> NormalizeResult:
     """Write the rows of ``paths`` to ``out_path`` in :data:`STAGED_FORMAT`, sorted when asked.
 
     ``path_names`` maps local file names to what the user called them, for error messages;
     ``table_types`` the table's loadable columns to their types (Parquet / JSON Lines input is
-    checked against them, see :mod:`~airflow_bulkload.staging.typed_formats`).
+    checked against them, see :mod:`~airflow_bulkload.staging.typed_formats`); ``max_errors``
+    how many CSV records that do not read as ``fmt`` are set aside, written to ``rejects_path``
+    (see :mod:`~airflow_bulkload.staging.rejects`).
     """
     import duckdb  # here, not at the top: DAG files and load tasks import this module, not DuckDB
 
@@ -152,12 +165,16 @@ def normalize(
         # order matters only when sorting; without it DuckDB streams with less memory
         con.execute(f"SET preserve_insertion_order = {'true' if sort_key else 'false'}")
         if fmt.self_describing:
+            if max_errors:
+                raise InputFormatError(
+                    f"max_errors sets aside CSV records that do not parse; {fmt.format} input is "
+                    "read whole or refused"
+                )
             detected, source = _typed_source(con, paths, fmt, columns, table_types or {}, names)
         else:
             try:
-                described = con.execute(
-                    "DESCRIBE SELECT * FROM " + read_csv_sql(paths, fmt, columns, sniff=True)  # noqa: S608
-                ).fetchall()
+                sniffed = read_csv_sql(paths, fmt, columns, sniff=True, set_aside=max_errors > 0)
+                described = con.execute("DESCRIBE SELECT * FROM " + sniffed).fetchall()  # noqa: S608
             except duckdb.Error as exc:
                 raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
             detected = [str(row[0]) for row in described]
@@ -165,7 +182,9 @@ def normalize(
                 raise InputFormatError(
                     f"columns names {len(columns)} columns but the input has {len(detected)}"
                 )
-            source = _source_by_header(con, paths, fmt, columns, detected, names)
+            source = _source_by_header(
+                con, paths, fmt, columns, detected, names, set_aside=max_errors > 0
+            )
         missing = [k for k in sort_key if k not in detected]
         if missing:
             raise InputFormatError(
@@ -193,7 +212,15 @@ def normalize(
         except duckdb.Error as exc:
             raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
         rows = int(result[0]) if result else 0
-        return NormalizeResult(detected, rows, time.monotonic() - started)
+        rejected = 0
+        if max_errors > 0:
+            try:
+                rejected = rejects.check_and_write(
+                    con, names, max_errors, rejects_path or out_path.with_suffix(".rejects.csv")
+                )
+            except rejects.TooManyRejectsError as exc:
+                raise InputFormatError(str(exc)) from exc
+        return NormalizeResult(detected, rows, time.monotonic() - started, rejected)
     finally:
         con.close()
 
@@ -237,13 +264,14 @@ def _typed_source(
     return detected, f"(SELECT {select} FROM {read})"  # noqa: S608
 
 
-def _file_header(con: Any, path: Path, fmt: FileFormat, names: Mapping[str, str]) -> list[str]:
+def _file_header(
+    con: Any, path: Path, fmt: FileFormat, names: Mapping[str, str], set_aside: bool = False
+) -> list[str]:
     import duckdb
 
     try:
-        described = con.execute(
-            "DESCRIBE SELECT * FROM " + read_csv_sql([path], fmt, None, sniff=True)  # noqa: S608
-        ).fetchall()
+        sniffed = read_csv_sql([path], fmt, None, sniff=True, set_aside=set_aside)
+        described = con.execute("DESCRIBE SELECT * FROM " + sniffed).fetchall()  # noqa: S608
     except duckdb.Error as exc:
         raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
     return [str(row[0]) for row in described]
@@ -288,6 +316,8 @@ def _source_by_header(
     columns: Sequence[str] | None,
     detected: Sequence[str],
     names: Mapping[str, str],
+    *,
+    set_aside: bool = False,
 ) -> str:
     """The rows of every file, each mapped by its own header onto the first file's column order.
 
@@ -296,12 +326,16 @@ def _source_by_header(
     position (a swap) is refused rather than silently exchanging the two.
     """
     if not fmt.header:
-        return read_csv_sql(paths, fmt, columns or detected)
+        return read_csv_sql(paths, fmt, columns or detected, set_aside=set_aside)
     for path in paths:
         _refuse_repeated_names(path, fmt, names)
-    headers = {path: _file_header(con, path, fmt, names) for path in paths if path.stat().st_size}
+    headers = {
+        path: _file_header(con, path, fmt, names, set_aside)
+        for path in paths
+        if path.stat().st_size
+    }
     if not headers:
-        return read_csv_sql(paths, fmt, columns or detected)
+        return read_csv_sql(paths, fmt, columns or detected, set_aside=set_aside)
     first_path, first = next(iter(headers.items()))
 
     def where(path: Path) -> str:
@@ -321,14 +355,14 @@ def _source_by_header(
     for path, header in headers.items():
         groups.setdefault(tuple(header), []).append(path)
     if len(groups) == 1:
-        return read_csv_sql(paths, fmt, columns or detected)
+        return read_csv_sql(paths, fmt, columns or detected, set_aside=set_aside)
     if columns:
         raise InputFormatError(
             f"the input's files order their columns differently ({sorted(groups)[:2]} ...), and "
             "columns= renames by position: leave columns out to map each file by its header"
         )
     parts = " UNION ALL BY NAME ".join(
-        f"SELECT * FROM {read_csv_sql(group, fmt, list(header))}"  # noqa: S608
+        f"SELECT * FROM {read_csv_sql(group, fmt, list(header), set_aside=set_aside)}"  # noqa: S608
         for header, group in groups.items()
     )
     selected = ", ".join(duck_ident(c) for c in first)

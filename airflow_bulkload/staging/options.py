@@ -42,6 +42,11 @@ class StagingOptions:
     #: extra S3 arguments of every object staging writes (chunks, manifests), as S3Hook's
     #: ``extra_args``: e.g. SSE-KMS; not part of the fingerprint (the chunks' bytes are the same)
     upload_args: dict[str, str] = field(default_factory=dict)
+    #: how many CSV records that do not read as the input's format staging may set aside (see
+    #: :mod:`~airflow_bulkload.staging.rejects`); 0 (default): any such record fails staging
+    max_errors: int = 0
+    #: an S3 folder for the rejects files; default: beside the chunks
+    reject_uri: str | None = None
 
     def __post_init__(self) -> None:
         if self.compression not in COMPRESSIONS:
@@ -51,6 +56,16 @@ class StagingOptions:
         if not 0 <= self.compress_level <= 9:
             raise ValueError(f"compress_level must be 0-9, got {self.compress_level}")
         check_upload_args(self.upload_args)
+        if isinstance(self.max_errors, bool) or not isinstance(self.max_errors, int):
+            raise ValueError(f"max_errors must be a whole number, got {self.max_errors!r}")
+        if self.max_errors < 0:
+            raise ValueError(f"max_errors must be 0 or more, got {self.max_errors}")
+        if self.reject_uri is not None and not (
+            self.reject_uri.startswith("s3://") and self.reject_uri.endswith("/")
+        ):
+            raise ValueError(
+                f"reject_uri must be an S3 folder (s3://bucket/path/), got {self.reject_uri!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "file_format": self.file_format.to_dict()}
@@ -72,6 +87,8 @@ class StagingOptions:
             "compression": self.compression,
             "compress_level": self.compress_level,
             **({"direct": True, "quoted_newlines": self.quoted_newlines} if self.direct else {}),
+            # other records are staged with a threshold than without one
+            **({"max_errors": self.max_errors} if self.max_errors else {}),
         }
 
 

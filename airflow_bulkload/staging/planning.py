@@ -378,7 +378,11 @@ DIRECT_ENCODINGS = ("utf-8", "latin-1")
 
 
 def direct_refusal(
-    sources: Sequence[SourceFile], fmt: FileFormat, *, sort_key: Sequence[str]
+    sources: Sequence[SourceFile],
+    fmt: FileFormat,
+    *,
+    sort_key: Sequence[str],
+    max_errors: int = 0,
 ) -> str | None:
     """Why this input cannot be loaded as stored (it is staged then), or ``None`` when it can.
 
@@ -387,6 +391,8 @@ def direct_refusal(
     """
     if sort_key:
         return "the input is sorted first"
+    if max_errors:
+        return "records that do not parse are set aside while staging (max_errors)"
     if fmt.format != "csv":
         return f"format {fmt.format!r} is staged"
     if fmt.effective_escape != fmt.quote:

@@ -128,7 +128,9 @@ def stage(
     resources = resources or Resources()
     sources = resolve_sources(source, s3)
     if options.direct:
-        refusal = direct_refusal(sources, options.file_format, sort_key=options.sort_key)
+        refusal = direct_refusal(
+            sources, options.file_format, sort_key=options.sort_key, max_errors=options.max_errors
+        )
         if refusal:
             log.info("the input is staged, not loaded as stored: %s", refusal)
             options = replace(options, direct=False)
@@ -273,7 +275,19 @@ def stage_files(
             temp_dir=spill,
             path_names=names,
             table_types=options.table_types,
+            max_errors=options.max_errors,
+            rejects_path=work_dir / "rejects.csv",
         )
+        rejects = []
+        if normalized.rejected:
+            rejects = [_upload_rejects(s3, work_dir / "rejects.csv", prefix, options)]
+            log.warning(
+                "%d records do not read as the input's format and were set aside (max_errors "
+                "%d): %s",
+                normalized.rejected,
+                options.max_errors,
+                rejects[0],
+            )
         shutil.rmtree(work_dir / "input")  # downloads are no longer needed; free the space
         normalized_bytes = normalized_path.stat().st_size
         log.info(
@@ -317,7 +331,11 @@ def stage_files(
     ):
         output_columns = normalized.columns or None
     chunks = [ChunkSpec.from_dict({**c.to_dict(), "columns": output_columns}) for c in chunks]
-    manifest = staged_manifest(fingerprint, output_columns, chunks, options, sources)
+    manifest = replace(
+        staged_manifest(fingerprint, output_columns, chunks, options, sources),
+        rejected_rows=normalized.rejected,
+        rejects=rejects,
+    )
     if manifest.total_rows != normalized.rows:
         raise BulkLoadError(
             f"staging wrote {manifest.total_rows} rows in chunks but read {normalized.rows}; "
@@ -337,6 +355,16 @@ def stage_files(
         manifest_uri,
     )
     return manifest
+
+
+def _upload_rejects(s3: Any, path: Path, prefix: str, options: StagingOptions) -> str:
+    """Put the rejects file beside the chunks (``<prefix>rejects.csv``) or in ``reject_uri``."""
+    name = prefix + "rejects.csv"
+    uri = options.reject_uri + name.rsplit("/", 1)[1] if options.reject_uri else name
+    bucket, key = parse_s3_uri(uri)
+    extra = {**options.upload_args, "ContentType": "text/csv; charset=utf-8"}
+    s3.upload_file(str(path), bucket, key, ExtraArgs=extra)
+    return uri
 
 
 def staged_manifest(

@@ -173,3 +173,21 @@ def test_upload_args_travel_with_a_group_but_do_not_change_the_fingerprint() -> 
     assert sse.fingerprint_options() == StagingOptions().fingerprint_options()
     with pytest.raises(ValueError, match="ContentEncoding"):
         StagingOptions(upload_args={"ContentEncoding": "br"})
+
+
+def test_max_errors_stages_the_input_and_shapes_its_fingerprint() -> None:
+    from airflow_bulkload.staging.manifest import FileFormat
+    from airflow_bulkload.staging.planning import direct_refusal
+    from airflow_bulkload.staging.stager import StagingOptions
+
+    source = SourceFile("s3://b/in/a.csv", 10, "etag")
+    assert direct_refusal([source], FileFormat(), sort_key=[]) is None
+    assert "max_errors" in (direct_refusal([source], FileFormat(), sort_key=[], max_errors=3) or "")
+    assert (
+        StagingOptions(max_errors=3).fingerprint_options() != StagingOptions().fingerprint_options()
+    )
+    for bad in (-1, True, "3"):
+        with pytest.raises(ValueError, match="max_errors"):
+            StagingOptions(max_errors=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="S3 folder"):
+        StagingOptions(max_errors=1, reject_uri="s3://b/rejects.csv")
