@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from airflow_bulkload.exceptions import BulkLoadError
-from airflow_bulkload.staging.manifest import FileFormat
-from airflow_bulkload.staging.stager import StageResult, StagingOptions, stage
+from airflow_bulkload.staging.stager import StageResult
 from tests.harness import MotoServer
 from tests.integration.test_hostile_gzip import csv_body, put
+from tests.support.staging import stage_input
 
 
 def run_stage(
@@ -24,17 +24,8 @@ def run_stage(
     direct: bool = False,
     group_bytes: int | None = None,
 ) -> StageResult:
-    return stage(
-        f"s3://{bucket}/in/",
-        s3=moto.client("s3"),
-        staging_uri=f"s3://{bucket}/staging",
-        dag_id="nightly",
-        table="notes",
-        run="2026-11-21",
-        options=StagingOptions(
-            file_format=FileFormat(header=True), chunk_size=20_000, direct=direct, upload_args=args
-        ),
-        group_bytes=group_bytes,
+    return stage_input(
+        moto, bucket, group_bytes=group_bytes, chunk_size=20_000, direct=direct, upload_args=args
     )
 
 

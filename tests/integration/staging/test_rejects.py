@@ -16,10 +16,10 @@ import pytest
 from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.staging.groups import collect_groups, stage_group
-from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.normalize import InputFormatError
-from airflow_bulkload.staging.stager import StageResult, StagingOptions, stage
+from airflow_bulkload.staging.stager import StageResult
 from tests.harness import MotoServer, TestDatabase
+from tests.support.staging import stage_input
 
 GOOD = 2000
 
@@ -49,21 +49,8 @@ def put(moto: MotoServer, bucket: str, key: str, data: bytes) -> None:
 def plan(
     moto: MotoServer, bucket: str, group_bytes: int | None = None, **options: Any
 ) -> StageResult:
-    return stage(
-        f"s3://{bucket}/in/",
-        s3=moto.client("s3"),
-        staging_uri=f"s3://{bucket}/staging",
-        dag_id="nightly",
-        table="notes",
-        run="2026-11-21",
-        options=StagingOptions(
-            **(
-                {"file_format": FileFormat(header=True), "chunk_size": 20_000, "probe_key": ["id"]}
-                | options
-            )
-        ),
-        group_bytes=group_bytes,
-    )
+    defaults = {"chunk_size": 20_000, "probe_key": ["id"]}
+    return stage_input(moto, bucket, group_bytes=group_bytes, **(defaults | options))
 
 
 def load(db: TestDatabase, staged: StageResult) -> dict[str, Any]:

@@ -20,8 +20,9 @@ from airflow_bulkload.exceptions import ChunkLoadError
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.normalize import InputFormatError
-from airflow_bulkload.staging.stager import StageResult, StagingOptions, stage
+from airflow_bulkload.staging.stager import StageResult
 from tests.harness import MotoServer, TestDatabase
+from tests.support.staging import stage_input
 
 ROWS = 3000
 #: the rows every test input holds, as DuckDB SQL over i = 1..ROWS
@@ -93,21 +94,16 @@ def plan(db: TestDatabase, moto: MotoServer, bucket: str, fmt: str) -> StageResu
     """Stage ``s3://bucket/in/`` as the stage operator does: checked against the table."""
     hook = BulkLoadHook(conn_id=db.conn_id)
     types = loadable_column_types(hook.describe_table("events"))
-    return stage(
-        f"s3://{bucket}/in/",
-        s3=moto.client("s3"),
-        staging_uri=f"s3://{bucket}/staging",
-        dag_id="nightly",
+    return stage_input(
+        moto,
+        bucket,
         table="events",
-        run="2026-11-21",
-        options=StagingOptions(
-            file_format=FileFormat(format=fmt),
-            chunk_size=40_000,
-            probe_key=["id"],
-            table_columns=list(types),
-            table_types=types,
-            direct=True,  # refused for these formats: they are staged
-        ),
+        file_format=FileFormat(format=fmt),
+        chunk_size=40_000,
+        probe_key=["id"],
+        table_columns=list(types),
+        table_types=types,
+        direct=True,  # refused for these formats: they are staged
     )
 
 
