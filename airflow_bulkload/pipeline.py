@@ -125,6 +125,7 @@ def bulk_load_table(
     deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
     stage_group_size: str | int | None = None,
     wait_for_input: timedelta | None = None,
+    dry_run: bool = False,
 ) -> TaskGroup:
     """Build the task group that bulk loads ``source`` into ``table`` (see the module docstring).
 
@@ -211,6 +212,10 @@ def bulk_load_table(
         staging (deferred with ``deferrable``, else rescheduled, holding no slot between checks,
         at most a minute apart); the run fails when it does not. ``None`` (default): no wait, and an
         empty input loads 0 rows (the report says so).
+    :param dry_run: change nothing: stage and pre-flight as usual, then each chunk is read by
+        the engine into a temporary copy of the table and thrown away (the ``load`` tasks'
+        ``validate_only``), and the report says what would load. No claim, bulk mode, table
+        preparation or ledger; with the ``client`` method whatever ``method`` says.
     """
     if method not in LOAD_METHODS:
         raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
@@ -325,19 +330,6 @@ def bulk_load_table(
             fail_on=fail_on,
             **timing,
         )
-        withdraw = WithdrawSupersededChunksOperator(
-            task_id="withdraw_superseded", reload=reload, **staged, **timing
-        )
-        claim = ClaimTableOperator(
-            task_id="claim_table",
-            table=table,
-            conn_id=conn_id,
-            claim_timeout=table_claim_timeout.total_seconds(),
-            deferrable=deferrable,
-            **timing,
-        )
-        # claim first: a load waiting for the table must not hold the server in bulk mode
-        stage >> preflight >> claim >> withdraw
         if wait_for_input is not None:
             from airflow.providers.amazon.aws.sensors.s3 import S3KeySensor
 
@@ -354,6 +346,42 @@ def bulk_load_table(
                 )
                 >> stage
             )
+        if dry_run:  # each chunk through the engine's parser into a scratch copy; nothing kept
+            trial = LoadChunkOperator.partial(
+                task_id="load",
+                table=table,
+                conn_id=conn_id,
+                **with_extra(
+                    {"aws_conn_id": aws_conn_id, "validate_only": True, **timing}
+                    | {"map_index_template": CHUNK_MAP_INDEX, "doc_md": TASK_DOCS["load"]},
+                    load_kwargs,
+                    "load_kwargs",
+                ),
+            ).expand(chunk=chunks)
+            stage >> preflight >> trial
+            trial >> LoadReportOperator(
+                task_id="report",
+                load_task_id=trial.task_id,
+                stage_task_ids={"stage": stage.task_id, **staging_tasks, "load": trial.task_id},
+                validate_only=True,
+                trigger_rule="none_failed",
+                **staged,
+            )
+            describe_tasks(group)
+            return group
+        withdraw = WithdrawSupersededChunksOperator(
+            task_id="withdraw_superseded", reload=reload, **staged, **timing
+        )
+        claim = ClaimTableOperator(
+            task_id="claim_table",
+            table=table,
+            conn_id=conn_id,
+            claim_timeout=table_claim_timeout.total_seconds(),
+            deferrable=deferrable,
+            **timing,
+        )
+        # claim first: a load waiting for the table must not hold the server in bulk mode
+        stage >> preflight >> claim >> withdraw
 
         prepare = PrepareTableOperator(
             task_id="prepare_table",
@@ -468,5 +496,5 @@ def bulk_load_table(
             exit_.as_teardown(setups=enter)
             exit_.trigger_rule = "all_done"  # type: ignore[assignment]
             restore >> exit_
-    describe_tasks({node_id.rpartition(".")[2]: node for node_id, node in group.children.items()})
+    describe_tasks(group)
     return group

@@ -80,12 +80,12 @@ TASK_DOCS: dict[str, str] = {
 }
 
 
-def describe_tasks(tasks: dict[str, Any]) -> None:
-    """Give each task of a group (by its id inside the group) its ``doc_md``, unless it has one.
+def describe_tasks(group: Any) -> None:
+    """Give each task of ``group`` (a TaskGroup) its ``doc_md`` by its id, unless it has one.
 
     Mapped tasks take theirs at ``partial()`` (``TASK_DOCS[...]`` passed as ``doc_md``).
     """
-    for short_id, task in tasks.items():
-        doc = TASK_DOCS.get(short_id)
+    for node_id, task in group.children.items():
+        doc = TASK_DOCS.get(node_id.rpartition(".")[2])
         if doc and not getattr(task, "is_mapped", False) and not task.doc_md:
             task.doc_md = doc

@@ -216,6 +216,14 @@ class ChunkLoader(abc.ABC):
         Bad input raises :class:`~airflow_bulkload.exceptions.ChunkLoadError` naming ``source``.
         """
 
+    @abc.abstractmethod
+    def scratch_copy(self, conn: Any, table: TableRef) -> TableRef:
+        """A temporary table of ``table``'s columns, types, defaults and checks, for this session.
+
+        A dry run loads a chunk into it to see every value through the engine's own parser;
+        it goes with the transaction (PostgreSQL) or the session (MySQL), whatever happens.
+        """
+
     def load_server_side(
         self,
         conn: Any,

@@ -151,6 +151,38 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
         except ChunkLoadError as exc:
             raise self._at_source(table, spec, exc) from exc
 
+    def try_chunk(
+        self, table: str, chunk: ChunkSpec | dict[str, Any], *, columns: list[str] | None = None
+    ) -> ChunkResult:
+        """A dry run of one chunk: every value through the engine's own parser, nothing kept.
+
+        The chunk loads into a temporary copy of the table (:meth:`Dialect.scratch_copy`) in a
+        transaction that is rolled back: no ledger entry, no slot, no row in ``table``. Bad
+        input raises as the load would, traced to its input line; the rows are counted.
+        """
+        spec = ChunkSpec.from_dict(chunk)
+        dialect, started = self.dialect, time.monotonic()
+        try:
+            with closing(self.get_conn()) as conn:
+                try:
+                    ref = dialect.qualified_name(conn, dialect.table_ref(table))
+                    scratch = dialect.scratch_copy(conn, ref)
+                    with open_chunk_stream(spec, aws_conn_id=self.aws_conn_id) as stream:
+                        cols = columns if columns is not None else spec.columns
+                        rows = dialect.load_stream(
+                            conn, scratch, cols, spec.format, stream, spec.uri
+                        )
+                        stream.verify(spec.checksum)
+                        nbytes = stream.bytes_read
+                finally:
+                    conn.rollback()
+        except ChunkLoadError as exc:
+            raise self._at_source(table, spec, exc) from exc
+        if spec.rows is not None and rows != spec.rows:
+            raise RowCountMismatchError(spec.uri, f"{rows} rows read", expected=f"{spec.rows}")
+        self.log.info("dry run: %s would load %d rows into %s", spec.uri, rows, table)
+        return ChunkResult(spec.uri, rows, nbytes, time.monotonic() - started, False, "dry_run")
+
     def _load_chunk(
         self,
         table: str,

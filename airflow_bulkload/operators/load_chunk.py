@@ -17,7 +17,7 @@ from airflow_bulkload.exceptions import (
     LoadSlotsBusyError,
 )
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook, ChunkResult
-from airflow_bulkload.knobs import parse_optional_int
+from airflow_bulkload.knobs import parse_flag, parse_optional_int
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
@@ -57,6 +57,9 @@ class LoadChunkOperator(TableTaskOperator):
     :param deferrable: wait for a load slot in the triggerer (:class:`~airflow_bulkload.triggers.
         db_waits.LoadSlotFreeTrigger`), so a waiting load holds no worker slot.
     :param poll_interval: seconds between the deferred wait's checks.
+    :param validate_only: a dry run: load the chunk into a temporary copy of the table and throw it away
+        (:meth:`~airflow_bulkload.hooks.BulkLoadHook.try_chunk`): every value is checked by the
+        engine's own parser, and nothing is written (no ledger entry, no load slot).
     """
 
     template_fields: Sequence[str] = (
@@ -68,6 +71,7 @@ class LoadChunkOperator(TableTaskOperator):
         "load_id",
         "method",
         "max_concurrent_loads",
+        "validate_only",
     )
     ui_color = "#d9f0ff"
     #: the chunk's result once it is in the table, for OpenLineage (set by ``execute``)
@@ -88,6 +92,7 @@ class LoadChunkOperator(TableTaskOperator):
         slot_wait_timeout: float = 6 * 3600,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 5.0,
+        validate_only: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
@@ -100,6 +105,7 @@ class LoadChunkOperator(TableTaskOperator):
         self.slot_wait_timeout = slot_wait_timeout
         self.deferrable = deferrable
         self.poll_interval = poll_interval
+        self.validate_only = validate_only
 
     def validate(self) -> None:
         """Refuse an unknown method or a limit that is not a number (``ValueError``).
@@ -108,6 +114,7 @@ class LoadChunkOperator(TableTaskOperator):
         """
         check_method(self.method)
         self._max_concurrent_loads()
+        parse_flag(self.validate_only, "validate_only")
 
     def _max_concurrent_loads(self) -> int | None:
         return parse_optional_int(self.max_concurrent_loads, "max_concurrent_loads")
@@ -129,6 +136,15 @@ class LoadChunkOperator(TableTaskOperator):
 
     def _run(self, context: Context, deadline: float | None) -> dict[str, Any]:
         spec = ChunkSpec.from_dict(self.chunk)
+        if parse_flag(self.validate_only, "validate_only"):
+            try:
+                return (
+                    self.bulk_load_hook()
+                    .try_chunk(self.table, spec, columns=self.columns)
+                    .to_dict()
+                )
+            except (ChunkLoadError, ChunkConflictError) as exc:
+                raise AirflowFailException(str(exc)) from exc
         load_id = self.load_id or f"{context['dag'].dag_id}/{context['run_id']}"
         slots = self._max_concurrent_loads()
         defers = bool(self.deferrable and slots)

@@ -149,3 +149,13 @@ def test_a_wait_for_input_sensor_runs_before_staging_on_the_inputs_keys() -> Non
             staging="s3://s/x",
             wait_for_input=timedelta(minutes=5),
         )
+
+
+def test_a_dry_run_stages_checks_and_trials_each_chunk_but_changes_nothing() -> None:
+    dag = pipeline(dry_run=True, stage_group_size="4GB")
+    tasks = {task.task_id.rpartition(".")[2]: task for task in dag.tasks}
+    assert set(tasks) == {"stage", "stage_group", "collect_staging", "preflight", "load", "report"}
+    assert tasks["load"].partial_kwargs["validate_only"] is True  # type: ignore[attr-defined]
+    assert tasks["report"].validate_only is True and not tasks["report"].outlets  # type: ignore[attr-defined]
+    assert "load_public_t.preflight" in tasks["load"].upstream_task_ids
+    assert all(task.doc_md for name, task in tasks.items() if name != "load")

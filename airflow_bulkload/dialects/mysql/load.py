@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 from airflow_bulkload.dialects.mysql.errors import _driver_error, warnings_error
 from airflow_bulkload.dialects.mysql.load_sql import aurora_load_sql, local_infile_sql
+from airflow_bulkload.dialects.mysql.quoting import quote_table
 from airflow_bulkload.dialects.mysql.session import (
     MySqlSession,
     _count,
@@ -137,6 +138,14 @@ class MySqlLoader(MySqlSession):
             "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
             (table.schema, table.name),
         )
+        if not rows:  # a TEMPORARY table (a dry run's scratch copy) is only in SHOW COLUMNS
+            import MySQLdb
+
+            try:
+                shown = _fetch_all(conn, f"SHOW COLUMNS FROM {quote_table(table)}")
+            except MySQLdb.ProgrammingError:  # no such table: said below
+                shown = []
+            rows = [(row[0], row[1], row[5]) for row in shown]
         if not rows:
             raise BulkLoadError(f"table {table} does not exist or has no columns")
         return [(str(n), str(t)) for n, t, extra in rows if "GENERATED" not in str(extra).upper()]
@@ -200,6 +209,17 @@ class MySqlLoader(MySqlSession):
             header_lines=1 if fmt.header else 0,
             column_types=column_types,
         )
+
+    def scratch_copy(self, conn: Any, table: TableRef) -> TableRef:
+        """``CREATE TEMPORARY TABLE ... LIKE``: columns, defaults and keys, for this session.
+
+        A key the input holds twice is seen. Needs the ``CREATE TEMPORARY TABLES`` privilege.
+        """
+        scratch = TableRef(name="bulkload_dry_run", schema=table.schema)
+        with _cursor(conn) as cur:
+            cur.execute(f"DROP TEMPORARY TABLE IF EXISTS {quote_table(scratch)}")
+            cur.execute(f"CREATE TEMPORARY TABLE {quote_table(scratch)} LIKE {quote_table(table)}")
+        return scratch
 
     def load_server_side(
         self,

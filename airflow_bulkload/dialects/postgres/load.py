@@ -195,6 +195,20 @@ class PostgresLoader(PostgresSession):
         )
         return statement.format(), params
 
+    def scratch_copy(self, conn: Any, table: TableRef) -> TableRef:
+        """``CREATE TEMP TABLE ... (LIKE ...)``: columns, NOT NULL, defaults, CHECKs, generated.
+
+        No index: a key the input holds twice is not seen (the load sees it).
+        """
+        scratch = TableRef(name="bulkload_dry_run", schema="pg_temp")
+        conn.execute(
+            sql.SQL(
+                "CREATE TEMP TABLE {} (LIKE {} INCLUDING DEFAULTS INCLUDING CONSTRAINTS "
+                "INCLUDING GENERATED) ON COMMIT DROP"
+            ).format(sql.Identifier(scratch.name), table_identifier(table))
+        )
+        return scratch
+
     def load_server_side(
         self,
         conn: Any,
