@@ -264,10 +264,10 @@ class RenewBulkModeLease:
 
         The pipeline passes the same (possibly templated) table and target to both.
         """
-        task = context["task"]
+        task = context.get("task")
 
         def render(value: Any) -> Any:
-            return task.render_template(value, context)
+            return task.render_template(value, context) if task is not None else value
 
         return lease_key_of(context, render(self.table)), self.target.render(render)
 
