@@ -153,7 +153,7 @@ class LoadVerificationMixin(TableTruthMixin):
             "rows_expected": expected,
             "rows_in_table": found,
             "sources": manifest.sources,
-            "input_empty": expected == 0,
+            "input_empty": expected == 0 and not manifest.rejected_rows,
             # records staging set aside (max_errors): not loaded, listed in these files
             "rejected_rows": manifest.rejected_rows,
             "rejects": manifest.rejects,

@@ -218,14 +218,23 @@ class StageToS3Operator(BaseOperator):
         parse_flag(self.direct, "direct")
         check_upload_args({} if self.staging_extra_args is None else self.staging_extra_args)
         self._max_errors()
-        if self.reject_uri is not None and not (
+        if self.reject_uri and not (
             self.reject_uri.startswith("s3://") and self.reject_uri.endswith("/")
         ):
             raise ValueError(
                 f"reject_uri must be an S3 folder (s3://bucket/path/): {self.reject_uri!r}"
             )
+        sources = [self.source] if isinstance(self.source, str) else list(self.source)
+        folders = [s.split("*")[0].rsplit("/", 1)[0] + "/" for s in sources]
+        if self.reject_uri and any(self.reject_uri.startswith(f) for f in folders):
+            raise ValueError(
+                f"reject_uri {self.reject_uri} lies under the input {sources}: the next run "
+                "would read the rejects files as input"
+            )
 
     def _max_errors(self) -> int:
+        if isinstance(self.max_errors, bool):
+            raise ValueError(f"max_errors must be a whole number, got {self.max_errors!r}")
         value = parse_optional_int(self.max_errors, "max_errors") or 0
         if value < 0:
             raise ValueError(f"max_errors must be 0 or more, got {value}")

@@ -80,6 +80,7 @@ def read_csv_sql(
     sniff: bool = False,
     with_filename: bool = False,
     set_aside: bool = False,
+    skip_bad: bool = False,
 ) -> str:
     """The ``read_csv(...)`` table function for the inputs, every column as VARCHAR.
 
@@ -112,8 +113,11 @@ def read_csv_sql(
         options["names"] = _list_literal(columns)
     if with_filename:
         options["filename"] = "true"
-    if set_aside:  # the sniff only reads names: a bad record in its sample must not stop it
-        options |= {"ignore_errors": "true"} if sniff else rejects.READ_OPTIONS
+    # a sniff only reads names (and a second read only looks): a bad record must not stop them
+    if skip_bad or (set_aside and sniff):
+        options["ignore_errors"] = "true"
+    elif set_aside:
+        options |= rejects.READ_OPTIONS
     files = _list_literal([str(p) for p in paths])
     return f"read_csv({files}, " + ", ".join(f"{k} = {v}" for k, v in options.items()) + ")"
 
@@ -172,12 +176,26 @@ def normalize(
                 )
             detected, source = _typed_source(con, paths, fmt, columns, table_types or {}, names)
         else:
-            try:
-                sniffed = read_csv_sql(paths, fmt, columns, sniff=True, set_aside=max_errors > 0)
-                described = con.execute("DESCRIBE SELECT * FROM " + sniffed).fetchall()  # noqa: S608
-            except duckdb.Error as exc:
-                raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
-            detected = [str(row[0]) for row in described]
+            if max_errors and fmt.header:
+                try:
+                    for path in paths:
+                        rejects.check_header_decodes(path, fmt, names.get(str(path), str(path)))
+                except rejects.TooManyRejectsError as exc:
+                    raise InputFormatError(str(exc)) from exc
+            if max_errors and columns and not fmt.header:
+                # the columns are known: a bad first record must not set the width (a sniff would)
+                detected = list(columns)
+            else:
+                try:
+                    sniffed = read_csv_sql(
+                        paths, fmt, columns, sniff=True, set_aside=max_errors > 0
+                    )
+                    described = con.execute("DESCRIBE SELECT * FROM " + sniffed).fetchall()  # noqa: S608
+                except duckdb.Error as exc:
+                    raise InputFormatError(
+                        f"cannot read the input: {_explain(exc, names)}"
+                    ) from exc
+                detected = [str(row[0]) for row in described]
             if columns and len(columns) != len(detected):
                 raise InputFormatError(
                     f"columns names {len(columns)} columns but the input has {len(detected)}"
@@ -208,7 +226,9 @@ def normalize(
         except duckdb.ConversionException as exc:
             if fmt.self_describing:
                 raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
-            raise _bad_key_error(con, paths, fmt, detected, sort_key, sort_types, names) from exc
+            raise _bad_key_error(
+                con, paths, fmt, detected, sort_key, sort_types, names, skip_bad=max_errors > 0
+            ) from exc
         except duckdb.Error as exc:
             raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
         rows = int(result[0]) if result else 0
@@ -216,7 +236,11 @@ def normalize(
         if max_errors > 0:
             try:
                 rejected = rejects.check_and_write(
-                    con, names, max_errors, rejects_path or out_path.with_suffix(".rejects.csv")
+                    con,
+                    names,
+                    max_errors,
+                    rejects_path or out_path.with_suffix(".rejects.csv"),
+                    fmt.python_encoding,
                 )
             except rejects.TooManyRejectsError as exc:
                 raise InputFormatError(str(exc)) from exc
@@ -377,9 +401,11 @@ def _bad_key_error(
     sort_key: Sequence[str],
     sort_types: Sequence[str],
     names: Mapping[str, str],
+    *,
+    skip_bad: bool = False,
 ) -> InputFormatError:
     """Find the first key value that is not of its type and say where it is."""
-    source = read_csv_sql(paths, fmt, columns, with_filename=True)
+    source = read_csv_sql(paths, fmt, columns, with_filename=True, skip_bad=skip_bad)
     for key, duck_type in zip(sort_key, sort_types, strict=True):
         column = duck_ident(key)
         row = con.execute(

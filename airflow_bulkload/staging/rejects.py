@@ -11,6 +11,7 @@ column does not take still fails its chunk's load, as with ``max_errors=0``.
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,10 @@ def _literal(value: str) -> str:
 
 
 def _rejects_query(names: Mapping[str, str]) -> str:
-    """The rejects, each with the input file as the user named it, in file and line order."""
+    """One row per record set aside (DuckDB keeps one per error), in file and line order.
+
+    Each names the input file as the user named it.
+    """
     mapping = (
         " UNION ALL ".join(
             f"SELECT {_literal(local)} AS local_path, {_literal(source)} AS source"
@@ -47,20 +51,27 @@ def _rejects_query(names: Mapping[str, str]) -> str:
     )
     return (
         'SELECT coalesce(m.source, s.file_path) AS "source", r.line AS "line", '  # noqa: S608
-        'r.column_name AS "column", CAST(r.error_type AS VARCHAR) AS "error", '
-        'r.error_message AS "message", r.csv_line AS "record" '
+        "string_agg(DISTINCT r.column_name, ', ') AS \"column\", "
+        "string_agg(DISTINCT CAST(r.error_type AS VARCHAR), ', ') AS \"error\", "
+        "string_agg(DISTINCT r.error_message, '; ') AS \"message\", "
+        # DuckDB's copy of the record: a line end before it is the previous record's
+        'ltrim(first(r.csv_line), chr(13) || chr(10)) AS "record", '
+        's.file_path AS "local_path", min(r.line_byte_position) AS "line_start" '
         "FROM bulkload_rejects r JOIN bulkload_reject_scans s USING (scan_id, file_id) "
-        f'LEFT JOIN ({mapping}) m ON m.local_path = s.file_path ORDER BY "source", "line"'
+        f"LEFT JOIN ({mapping}) m ON m.local_path = s.file_path "
+        'GROUP BY r.scan_id, r.file_id, r.line, m.source, s.file_path ORDER BY "source", "line"'
     )
 
 
 def _describe(row: tuple[Any, ...]) -> str:
-    source, line, column, error, message, _ = row
+    source, line, column, error, message = row[:5]
     where = f"{source}, line {line}" + (f", column {column}" if column else "")
     return f"{where}: {error} ({message})"
 
 
-def check_and_write(con: Any, names: Mapping[str, str], max_errors: int, out_path: Path) -> int:
+def check_and_write(
+    con: Any, names: Mapping[str, str], max_errors: int, out_path: Path, encoding: str = "utf-8"
+) -> int:
     """Count the records set aside; fail over ``max_errors`` or on a fatal one; else write them.
 
     ``names`` maps local file names to what the user called them. Returns how many were set
@@ -68,8 +79,10 @@ def check_and_write(con: Any, names: Mapping[str, str], max_errors: int, out_pat
     """
     query = _rejects_query(names)
     [(count,)] = con.execute(f"SELECT count(*) FROM ({query})").fetchall()  # noqa: S608
+    fatal_errors = list(FATAL_ERRORS)
     fatal = con.execute(
-        f'SELECT * FROM ({query}) WHERE "error" IN {FATAL_ERRORS!r} LIMIT 1'  # noqa: S608
+        f"SELECT * FROM ({query}) "  # noqa: S608
+        f"WHERE list_has_any(string_split(\"error\", ', '), {fatal_errors!r}) LIMIT 1"
     ).fetchall()
     if fatal:
         raise TooManyRejectsError(
@@ -84,5 +97,76 @@ def check_and_write(con: Any, names: Mapping[str, str], max_errors: int, out_pat
             + "; ".join(_describe(row) for row in first)
         )
     if count:
-        con.execute(f"COPY ({query}) TO {_literal(str(out_path))} (FORMAT csv, HEADER true)")
+        rows = con.execute(query).fetchall()
+        with out_path.open("w", newline="", encoding="utf-8") as out:
+            writer = csv.writer(out)
+            writer.writerow(REJECT_COLUMNS)
+            writer.writerows(row[:6] for row in _as_in_the_file(rows, encoding))
     return int(count)
+
+
+def _as_in_the_file(rows: list[tuple[Any, ...]], encoding: str) -> list[tuple[Any, ...]]:
+    """Each reject's line number and record text read from its file at the byte DuckDB names.
+
+    DuckDB's own ``line`` counts records (a quoted value over two lines counts one) and its copy
+    of the record loses bytes; its byte position is exact. UTF-8 files only (the default): other
+    encodings keep DuckDB's values.
+    """
+    if encoding != "utf-8":
+        return rows
+    by_file: dict[str, list[int]] = {}
+    for row in rows:
+        by_file.setdefault(row[6], []).append(row[7])
+    places = {path: _places(Path(path), sorted(set(starts))) for path, starts in by_file.items()}
+    fixed = []
+    for row in rows:
+        line, text = places[row[6]].get(row[7], (row[1], row[5]))
+        fixed.append((row[0], line, row[2], row[3], row[4], text, *row[6:]))
+    return fixed
+
+
+def _places(path: Path, starts: list[int]) -> dict[int, tuple[int, str]]:
+    """(line number, the line's text) of the line holding each byte offset in ``starts``."""
+    from airflow_bulkload.compression import decompressed
+
+    found: dict[int, tuple[int, str]] = {}
+    pending = iter(starts)
+    target = next(pending, None)
+    waiting: list[int] = []  # offsets in blank lines: DuckDB's record starts at the blank lines
+    offset = 0
+    with path.open("rb") as raw, decompressed(raw) as text:
+        for number, line in enumerate(iter(text.readline, b""), start=1):
+            end = offset + len(line)
+            while target is not None and target < end:
+                waiting.append(target)
+                target = next(pending, None)
+            content = line.rstrip(b"\r\n")
+            if content and waiting:
+                for start in waiting:
+                    found[start] = (number, content.decode("utf-8", "replace"))
+                waiting = []
+            if target is None and not waiting:
+                break
+            offset = end
+    return found
+
+
+def check_header_decodes(path: Path, fmt: Any, where: str) -> None:
+    """Refuse a UTF-8 header line that is not UTF-8.
+
+    Set aside, the header would be replaced by the first record, whose values would name the
+    columns. (Latin-1 decodes any byte; UTF-16 lines do not split at a byte.)
+    """
+    from airflow_bulkload.compression import decompressed
+
+    if fmt.python_encoding != "utf-8":
+        return
+    with path.open("rb") as raw:
+        first = decompressed(raw).readline(8 * 1024 * 1024)
+    try:
+        first.decode(fmt.python_encoding)
+    except UnicodeDecodeError as exc:
+        raise TooManyRejectsError(
+            f"{where}, line 1: the header is not {fmt.encoding} ({exc.reason} at byte {exc.start}); "
+            "a header is never set aside"
+        ) from exc

@@ -267,7 +267,13 @@ def stage_files(
             [path for path in local if holds_text(path)],  # an empty part adds no rows
             normalized_path,
             options.file_format,
-            columns=options.columns,
+            # no header, no columns= and records set aside: the table's columns set the width
+            columns=options.columns
+            or (
+                options.table_columns
+                if options.max_errors and not options.file_format.header
+                else None
+            ),
             sort_key=options.sort_key,
             sort_types=options.sort_types,
             memory_limit=resources.memory_limit,
@@ -358,9 +364,15 @@ def stage_files(
 
 
 def _upload_rejects(s3: Any, path: Path, prefix: str, options: StagingOptions) -> str:
-    """Put the rejects file beside the chunks (``<prefix>rejects.csv``) or in ``reject_uri``."""
+    """Put the rejects file beside the chunks (``<prefix>rejects.csv``) or in ``reject_uri``.
+
+    In ``reject_uri`` it is named by its staging key (dots for slashes), unique per input.
+    """
     name = prefix + "rejects.csv"
-    uri = options.reject_uri + name.rsplit("/", 1)[1] if options.reject_uri else name
+    # in a shared folder, named by the whole staging key: runs, tables and groups never collide
+    uri = (
+        options.reject_uri + parse_s3_uri(name)[1].replace("/", ".") if options.reject_uri else name
+    )
     bucket, key = parse_s3_uri(uri)
     extra = {**options.upload_args, "ContentType": "text/csv; charset=utf-8"}
     s3.upload_file(str(path), bucket, key, ExtraArgs=extra)

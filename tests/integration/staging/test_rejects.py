@@ -160,9 +160,10 @@ def test_the_threshold_holds_over_all_staging_groups_and_rejects_go_to_reject_ur
     planned = staged_in_groups(2)
     manifest = collect_groups(planned.groups, s3=s3)
     assert manifest.rejected_rows == 2
-    assert [uri.rsplit("/", 1)[1] for uri in manifest.rejects] == [
-        "group-00000-rejects.csv",
-        "group-00001-rejects.csv",
+    # named by their whole staging key in the shared folder: no other input's can replace them
+    assert [uri.rsplit(".", 2)[-2:] for uri in manifest.rejects] == [
+        ["group-00000-rejects", "csv"],
+        ["group-00001-rejects", "csv"],
     ]
     assert all(uri.startswith(f"s3://{s3_bucket}/rejects/2026-11-21/") for uri in manifest.rejects)
     assert [read_rejects(moto_server, uri)[0]["error"] for uri in manifest.rejects] == [
