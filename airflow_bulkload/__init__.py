@@ -36,6 +36,12 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "sensors": [
+            {
+                "integration-name": "Bulk Load",
+                "python-modules": ["airflow_bulkload.operators.wait_input"],
+            }
+        ],
         "hooks": [
             {
                 "integration-name": "Bulk Load",

@@ -53,12 +53,13 @@ from airflow_bulkload.operators.table import (
     PrepareTableOperator,
     RestoreTableOperator,
 )
+from airflow_bulkload.operators.wait_input import WaitForInputSensor
 from airflow_bulkload.operators.withdraw import WithdrawSupersededChunksOperator
 from airflow_bulkload.pipeline_args import (
     CHUNK_MAP_INDEX,
     GROUP_MAP_INDEX,
     accepted_by,
-    input_key_patterns,
+    check_waitable,
     then,
     with_extra,
 )
@@ -208,8 +209,8 @@ def bulk_load_table(
         an RDS parameter change) run in the triggerer and hold no worker slot; needs a running
         ``airflow triggerer``. Default: ``[operators] default_deferrable``.
     :param wait_for_input: wait up to this long for the S3 input to appear (any object under a
-        prefix, one matching a glob, or the object), in a ``wait_for_input`` sensor before
-        staging (deferred with ``deferrable``, else rescheduled, holding no slot between checks,
+        prefix, one matching a glob, or the object: what staging would read), in a
+        ``wait_for_input`` sensor before staging (rescheduled, holding no slot between checks,
         at most a minute apart); the run fails when it does not. ``None`` (default): no wait, and an
         empty input loads 0 rows (the report says so).
     :param dry_run: change nothing: stage and pre-flight as usual, then each chunk is read by
@@ -331,21 +332,16 @@ def bulk_load_table(
             **timing,
         )
         if wait_for_input is not None:
-            from airflow.providers.amazon.aws.sensors.s3 import S3KeySensor
-
-            (
-                S3KeySensor(
-                    task_id="wait_for_input",
-                    bucket_key=input_key_patterns(source),
-                    wildcard_match=True,
-                    aws_conn_id=aws_conn_id,
-                    timeout=wait_for_input.total_seconds(),
-                    poke_interval=min(60.0, max(5.0, wait_for_input.total_seconds() / 10)),
-                    mode="poke" if deferrable else "reschedule",
-                    deferrable=deferrable,
-                )
-                >> stage
+            check_waitable(source)
+            wait = WaitForInputSensor(
+                task_id="wait_for_input",
+                source=source,
+                aws_conn_id=aws_conn_id,
+                timeout=wait_for_input.total_seconds(),
+                poke_interval=min(60.0, max(5.0, wait_for_input.total_seconds() / 10)),
+                mode="reschedule",
             )
+            wait >> stage
         if dry_run:  # each chunk through the engine's parser into a scratch copy; nothing kept
             trial = LoadChunkOperator.partial(
                 task_id="load",

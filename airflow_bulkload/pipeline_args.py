@@ -63,13 +63,9 @@ def then(
     return both
 
 
-def input_key_patterns(source: str | list[str]) -> list[str]:
-    """What an S3 key sensor waits for: any object under each prefix, a glob, or the object.
-
-    ``source`` as given to ``bulk_load_table`` (Jinja templates stay in and render in the sensor).
-    """
+def check_waitable(source: str | list[str]) -> None:
+    """Refuse ``wait_for_input`` over local paths (a template is checked when it renders)."""
     sources = [source] if isinstance(source, str) else list(source)
-    local = [s for s in sources if not s.startswith("s3://")]
+    local = [s for s in sources if not s.startswith(("s3://", "{{"))]
     if local:
         raise ValueError(f"wait_for_input waits for S3 input, not local paths: {local}")
-    return [s + "*" if s.endswith("/") else s for s in sources]

@@ -10,8 +10,8 @@ from typing import Any
 
 TASK_DOCS: dict[str, str] = {
     "wait_for_input": (
-        "**Wait for the input** to appear in S3 (any object under the prefix, or one matching "
-        "the glob), up to `wait_for_input`; the run fails when it does not."
+        "**Wait for the input** to appear in S3 (what staging would read: the prefix's own "
+        "objects, the glob's matches), up to `wait_for_input`; the run fails when it does not."
     ),
     "stage": (
         "**Stage / plan the input.** Lists the input objects and writes the load's chunks and "

@@ -18,6 +18,7 @@ from airflow_bulkload.operators.table import (
     PrepareTableOperator,
     RestoreTableOperator,
 )
+from airflow_bulkload.operators.wait_input import WaitForInputSensor
 from airflow_bulkload.operators.withdraw import WithdrawSupersededChunksOperator
 
 __all__ = [
@@ -36,5 +37,6 @@ __all__ = [
     "RestoreTableOperator",
     "StageGroupOperator",
     "StageToS3Operator",
+    "WaitForInputSensor",
     "WithdrawSupersededChunksOperator",
 ]

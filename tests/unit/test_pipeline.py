@@ -134,8 +134,9 @@ def test_a_wait_for_input_sensor_runs_before_staging_on_the_inputs_keys() -> Non
             wait_for_input=timedelta(hours=2),
         )
     wait = dag.get_task("load_public_t.wait_for_input")
-    assert wait.bucket_key == ["s3://in/x/{{ ds }}/*", "s3://in/y/*.csv.gz", "s3://in/z.csv"]  # type: ignore[attr-defined]
-    assert wait.wildcard_match and wait.timeout == 7200 and wait.mode == "reschedule"  # type: ignore[attr-defined]
+    # it waits for what staging reads, listed the way staging lists it
+    assert wait.source == ["s3://in/x/{{ ds }}/", "s3://in/y/*.csv.gz", "s3://in/z.csv"]  # type: ignore[attr-defined]
+    assert wait.timeout == 7200 and wait.mode == "reschedule"  # type: ignore[attr-defined]
     assert wait.downstream_task_ids == {"load_public_t.stage"}
     assert "wait_for_input" not in {t.task_id for t in pipeline().tasks}
     with (

@@ -46,7 +46,7 @@ def test_every_directive_resolves_to_a_class() -> None:
 
 def _template_field_table() -> dict[str, list[str]]:
     text = (REFERENCE / "operators.md").read_text()
-    rows = re.findall(r"^\| `(\w+Operator)` \| (.+) \|$", text, re.MULTILINE)
+    rows = re.findall(r"^\| `(\w+(?:Operator|Sensor))` \| (.+) \|$", text, re.MULTILINE)
     return {name: re.findall(r"`(\w+)`", fields) for name, fields in rows}
 
 
