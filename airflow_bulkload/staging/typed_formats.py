@@ -24,6 +24,10 @@ from airflow_bulkload.staging.manifest import FileFormat
 
 #: DuckDB types no engine's text load takes (by the start of the type's name)
 _REFUSED_TYPES = ("STRUCT", "MAP", "UNION", "BLOB", "BIT")
+#: integer types whose files may mix: the wider holds every value of the narrower exactly
+_INTEGER_TYPES = frozenset(
+    {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER"}
+)
 _TEXTUAL_TARGETS = ("char", "text", "string", "enum", "set", "json", "bool")
 
 
@@ -81,6 +85,7 @@ def check_schemas(
     """
     first_file, first = next(iter(schemas.items()))
     first_names = [name for name, _ in first]
+    first_types = dict(first)
     for where, columns in schemas.items():
         names = [name for name, _ in columns]
         if sorted(names) != sorted(first_names):
@@ -92,6 +97,15 @@ def check_schemas(
                 "file of one input must name the same columns"
             )
         for name, duck_type in columns:
+            other = first_types[name]
+            if duck_type != other and not (
+                duck_type.upper() in _INTEGER_TYPES and other.upper() in _INTEGER_TYPES
+            ):
+                raise TypedInputError(
+                    f"{where}: column {name!r} is {duck_type}, but {first_file} has it as "
+                    f"{other}: one file's values would be read as the other's type; write the "
+                    "files with one schema"
+                )
             if _is_nested(duck_type):
                 raise TypedInputError(
                     f"{where}: column {name!r} is {duck_type}, which no table column loads as "
