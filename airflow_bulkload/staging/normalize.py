@@ -265,25 +265,30 @@ def _typed_source(
             f"{fmt.format} files name their own columns: leave columns= out (it renames CSV "
             "columns by position)"
         )
+    if fmt.format == "jsonl" and fmt.python_encoding != "utf-8":
+        raise InputFormatError(
+            f"JSON Lines input is UTF-8 (RFC 8259): encoding {fmt.encoding!r} does not apply"
+        )
     con.execute("SET TimeZone = 'UTC'")  # timestamps with a zone are written in UTC
+    readable = [p for p in paths if typed_formats.holds_records(p, fmt)]
     schemas = {}
-    for path in paths:
-        if not path.stat().st_size:
-            continue
+    for path in readable:
         where = names.get(str(path), str(path))
         try:
             schemas[where] = typed_formats.describe(con, path, fmt)
         except duckdb.Error as exc:
             raise InputFormatError(f"{where}: cannot read it as {fmt.format}: {exc}") from exc
+    if not schemas:
+        return [], "(SELECT 1 WHERE false)"
     try:
-        typed = typed_formats.check_schemas(schemas, table_types)
+        typed = typed_formats.check_schemas(
+            schemas, table_types, same_columns=fmt.format == "parquet"
+        )
     except typed_formats.TypedInputError as exc:
         raise InputFormatError(str(exc)) from exc
     detected = [name for name, _ in typed]
     read_as_text = fmt.format == "jsonl"
-    read = typed_formats.read_sql(
-        [p for p in paths if p.stat().st_size], fmt, detected if read_as_text else ()
-    )
+    read = typed_formats.read_sql(readable, fmt, detected if read_as_text else ())
     select = typed_formats.text_select(typed, table_types, read_as_text=read_as_text)
     return detected, f"(SELECT {select} FROM {read})"  # noqa: S608
 

@@ -4,8 +4,9 @@ These files name their own columns (and Parquet types them), so staging maps the
 by name and checks them before any row loads, naming the file and the column:
 
 - every file names the same columns (in any order);
-- a column the table does not have, or a type no load can take as text (nested STRUCT / LIST /
-  MAP / UNION values, BLOB), is refused;
+- a column the table does not have, a type no load can take as text (BLOB), or a nested value
+  (STRUCT / LIST / MAP) headed for a column that is not JSON or text, is refused (into a JSON or
+  text column it loads as JSON);
 - a timestamp with a time zone into a column without one (MySQL's DATETIME and TIMESTAMP,
   PostgreSQL's ``timestamp``) is refused: the load would drop the zone, not convert it.
 
@@ -51,7 +52,11 @@ def read_sql(paths: Sequence[Path], fmt: FileFormat, text_columns: Sequence[str]
     """The DuckDB table function over ``paths``; JSON Lines with ``text_columns`` read as text."""
     if fmt.format == "parquet":
         return f"read_parquet({_files(paths)}, union_by_name = true)"
-    options = "format = 'newline_delimited', compression = 'auto', maximum_object_size = 16777216"
+    # every record typed, not a sample's: a key first seen late, or a type that changes, counts
+    options = (
+        "format = 'newline_delimited', compression = 'auto', maximum_object_size = 16777216, "
+        "sample_size = -1"
+    )
     if text_columns:
         typed = ", ".join(f"{_literal(c)}: 'VARCHAR'" for c in text_columns)
         options += ", columns = {" + typed + "}"
@@ -66,7 +71,18 @@ def _is_nested(duck_type: str) -> bool:
 
 
 def _has_zone(duck_type: str) -> bool:
-    return duck_type.upper() in ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ", "TIME WITH TIME ZONE")
+    upper = duck_type.upper()
+    return "WITH TIME ZONE" in upper or upper.startswith(("TIMESTAMPTZ", "TIMETZ"))
+
+
+def _is_timestamp(duck_type: str) -> bool:
+    return duck_type.upper().startswith("TIMESTAMP")
+
+
+#: columns a nested value loads into, as JSON text (MariaDB's JSON is a LONGTEXT)
+_TAKES_JSON = ("json", "text", "char")
+#: the type DuckDB gives a JSON key whose values are all null: it fits any other
+_ALL_NULL = '"NULL"'
 
 
 def _holds_zone(target_type: str) -> bool:
@@ -76,19 +92,29 @@ def _holds_zone(target_type: str) -> bool:
 
 
 def check_schemas(
-    schemas: Mapping[str, Sequence[tuple[str, str]]], table_types: Mapping[str, str]
+    schemas: Mapping[str, Sequence[tuple[str, str]]],
+    table_types: Mapping[str, str],
+    *,
+    same_columns: bool = True,
 ) -> list[tuple[str, str]]:
     """The input's (column, DuckDB type) in the first file's order, once every file is checked.
 
     ``schemas`` maps each file (as the user named it) to its columns; ``table_types`` the table's
     loadable columns to their declared types (empty: the table is not known, names go unchecked).
+    Without ``same_columns`` (JSON Lines, whose exporters leave null keys out) a file may name
+    fewer columns: the input's are all files' columns, a missing one is NULL.
     """
     first_file, first = next(iter(schemas.items()))
     first_names = [name for name, _ in first]
-    first_types = dict(first)
+    first_types: dict[str, str] = {}
+    seen_in: dict[str, str] = {}
+    for where, columns in schemas.items():
+        for name, duck_type in columns:
+            if first_types.get(name, _ALL_NULL) == _ALL_NULL:
+                first_types[name], seen_in[name] = duck_type, where
     for where, columns in schemas.items():
         names = [name for name, _ in columns]
-        if sorted(names) != sorted(first_names):
+        if same_columns and sorted(names) != sorted(first_names):
             only_here = sorted(set(names) - set(first_names))
             only_first = sorted(set(first_names) - set(names))
             raise TypedInputError(
@@ -98,20 +124,22 @@ def check_schemas(
             )
         for name, duck_type in columns:
             other = first_types[name]
-            if duck_type != other and not (
-                duck_type.upper() in _INTEGER_TYPES and other.upper() in _INTEGER_TYPES
+            if (
+                duck_type != other
+                and _ALL_NULL not in (duck_type, other)
+                and not (duck_type.upper() in _INTEGER_TYPES and other.upper() in _INTEGER_TYPES)
             ):
                 raise TypedInputError(
-                    f"{where}: column {name!r} is {duck_type}, but {first_file} has it as "
+                    f"{where}: column {name!r} is {duck_type}, but {seen_in[name]} has it as "
                     f"{other}: one file's values would be read as the other's type; write the "
                     "files with one schema"
                 )
-            if _is_nested(duck_type):
+            target = table_types.get(name)
+            if _is_nested(duck_type) and not any(t in (target or "").lower() for t in _TAKES_JSON):
                 raise TypedInputError(
                     f"{where}: column {name!r} is {duck_type}, which no table column loads as "
-                    "text; flatten it (or cast it to a string) before the load"
+                    "a JSON or text column; flatten it (or cast it to a string) before the load"
                 )
-            target = table_types.get(name)
             if table_types and target is None:
                 raise TypedInputError(
                     f"{where}: column {name!r} is not a column of the table "
@@ -123,7 +151,7 @@ def check_schemas(
                     f"{target}, which holds no time zone: the load would drop the zone; convert "
                     "the values to the zone you mean (or use a column with a time zone)"
                 )
-    return list(first)
+    return list(first_types.items())
 
 
 def text_select(
@@ -142,8 +170,10 @@ def text_select(
             # MySQL's BOOLEAN is TINYINT(1); a number column reads 1/0, not true/false
             value = f"CAST({column} AS BOOLEAN)" if read_as_text else column
             parts.append(f"CASE WHEN {value} THEN '1' WHEN NOT {value} THEN '0' END AS {column}")
-        elif _has_zone(duck_type) and not read_as_text:
+        elif _has_zone(duck_type) and _is_timestamp(duck_type) and not read_as_text:
             parts.append(f"strftime({column}, '%Y-%m-%d %H:%M:%S.%f+00') AS {column}")
+        elif _is_nested(duck_type) and not read_as_text:  # into a JSON or text column: as JSON
+            parts.append(f"CAST(to_json({column}) AS VARCHAR) AS {column}")
         else:
             parts.append(f"CAST({column} AS VARCHAR) AS {column}")
     return ", ".join(parts)
@@ -153,3 +183,15 @@ def describe(con: Any, path: Path, fmt: FileFormat) -> list[tuple[str, str]]:
     """One file's columns and DuckDB types (Parquet: its schema; JSON Lines: DuckDB's guess)."""
     rows = con.execute(f"DESCRIBE SELECT * FROM {read_sql([path], fmt)}").fetchall()  # noqa: S608
     return [(str(row[0]), str(row[1])) for row in rows]
+
+
+def holds_records(path: Path, fmt: FileFormat) -> bool:
+    """Whether a file has anything to read: JSON Lines of blank lines only has not."""
+    if not path.stat().st_size:
+        return False
+    if fmt.format != "jsonl":
+        return True
+    from airflow_bulkload.compression import decompressed
+
+    with path.open("rb") as raw, decompressed(raw) as text:
+        return any(block.strip() for block in iter(lambda: text.read(1024 * 1024), b""))
