@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from airflow_bulkload.catalog import loadable_column_types, probe_key_of
+from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.stager import StageResult, StagingOptions, stage
-from tests.harness import MotoServer
+from tests.harness import MotoServer, TestDatabase
 
 
 def stage_input(
@@ -29,3 +32,36 @@ def stage_input(
         options=StagingOptions(**({"file_format": FileFormat(header=True)} | options)),
         group_bytes=group_bytes,
     )
+
+
+def stage_for_table(
+    db: TestDatabase, moto: MotoServer, bucket: str, table: str, fmt: str, **options: Any
+) -> StageResult:
+    """Stage ``in/`` for ``table`` in format ``fmt``, checked against the table as the stage
+    operator checks it (its key, its loadable columns and their types)."""
+    info = BulkLoadHook(conn_id=db.conn_id).describe_table(table)
+    types = loadable_column_types(info)
+    return stage_input(
+        moto,
+        bucket,
+        table=table,
+        file_format=FileFormat(format=fmt),
+        probe_key=probe_key_of(info),
+        table_columns=list(types),
+        table_types=types,
+        **options,
+    )
+
+
+def load_staged(db: TestDatabase, staged: StageResult, table: str) -> dict[str, Any]:
+    """Load every chunk of ``staged`` into ``table`` as the pipeline does; the verification."""
+    hook = BulkLoadHook(conn_id=db.conn_id)
+    hook.reconcile(table, staged.manifest_uri, load_id="t")
+    for chunk in staged.manifest.chunks:
+        hook.load_chunk(table, chunk, load_id="t")
+    return hook.verify_load(table, staged.manifest_uri, load_id="t")
+
+
+def upload_inputs(moto: MotoServer, bucket: str, paths: list[Path]) -> None:
+    for path in paths:
+        moto.client("s3").upload_file(str(path), bucket, f"in/{path.name}")

@@ -11,37 +11,15 @@ would read.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from airflow_bulkload.pipeline import bulk_load_table
 from airflow_bulkload.staging.sources import NoInputError, resolve_sources
-from tests.harness import MotoServer, register_dag, unique_name
-
-
-def _run_the_wait(source: str, wait: timedelta, params: dict | None = None) -> str:
-    """Only the group's ``wait_for_input`` task, for the logical date 2026-11-21."""
-    from airflow.sdk import DAG
-
-    with DAG(
-        unique_name("wait"), schedule=None, start_date=datetime(2026, 1, 1), params=params or {}
-    ) as dag:
-        bulk_load_table(
-            table="public.events",
-            conn_id="unused",
-            source=source,
-            staging="s3://unused-staging/staging",
-            wait_for_input=wait,
-        )
-    only_the_wait = dag.partial_subset(
-        "load_public_events.wait_for_input", include_downstream=False
-    )
-    register_dag(only_the_wait)
-    run = only_the_wait.test(logical_date=datetime(2026, 11, 21, tzinfo=UTC))
-    [ti] = run.get_task_instances()
-    return str(ti.state)
+from tests.harness import MotoServer, unique_name
+from tests.integration.operators.test_wait_for_input import run_the_wait
 
 
 def _put(moto: MotoServer, bucket: str, key: str, body: bytes = b"id\n1\n") -> None:
@@ -63,7 +41,7 @@ def test_a_prefix_without_a_trailing_slash_never_sees_its_folders_objects(
         f"s3://{s3_bucket}/events/2026-11-21/part-0.csv"
     ]  # staging reads it
 
-    assert _run_the_wait(f"s3://{s3_bucket}/events/{{{{ ds }}}}", timedelta(seconds=2)) == (
+    assert run_the_wait(f"s3://{s3_bucket}/events/{{{{ ds }}}}", timedelta(seconds=2)) == (
         "success"
     )
 
@@ -81,7 +59,7 @@ def test_a_templated_source_that_renders_a_prefix_never_sees_its_objects(
     params = {"folder": "events/2026-11-21/"}
 
     assert (
-        _run_the_wait(f"s3://{s3_bucket}/{{{{ params.folder }}}}", timedelta(seconds=2), params)
+        run_the_wait(f"s3://{s3_bucket}/{{{{ params.folder }}}}", timedelta(seconds=2), params)
         == "success"
     )
 
@@ -107,7 +85,7 @@ def test_the_wait_passes_on_keys_staging_does_not_read(
     with pytest.raises(NoInputError):
         resolve_sources(rendered, moto_server.client("s3"))  # staging reads nothing
 
-    assert _run_the_wait(f"s3://{s3_bucket}/{source}", timedelta(seconds=2)) == "failed"
+    assert run_the_wait(f"s3://{s3_bucket}/{source}", timedelta(seconds=2)) == "failed"
 
 
 def test_a_source_that_is_all_template_is_refused_as_a_local_path() -> None:

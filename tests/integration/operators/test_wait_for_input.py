@@ -4,21 +4,25 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from airflow_bulkload.pipeline import bulk_load_table
 from tests.harness import MotoServer, register_dag, unique_name
 
 
-def _run_the_wait(bucket: str, wait: timedelta) -> str:
-    """Only the group's ``wait_for_input`` task, for the logical date 2026-11-21."""
+def run_the_wait(source: str, wait: timedelta, params: dict[str, Any] | None = None) -> str:
+    """Only a ``bulk_load_table`` group's ``wait_for_input`` task over ``source``, for the
+    logical date 2026-11-21; its end state."""
     from airflow.sdk import DAG
 
-    with DAG(unique_name("wait"), schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+    with DAG(
+        unique_name("wait"), schedule=None, start_date=datetime(2026, 1, 1), params=params or {}
+    ) as dag:
         bulk_load_table(
             table="public.events",
             conn_id="unused",
-            source=f"s3://{bucket}/events/{{{{ ds }}}}/",
-            staging=f"s3://{bucket}/staging",
+            source=source,
+            staging="s3://unused-staging/staging",
             wait_for_input=wait,
         )
     only_the_wait = dag.partial_subset(
@@ -28,6 +32,10 @@ def _run_the_wait(bucket: str, wait: timedelta) -> str:
     run = only_the_wait.test(logical_date=datetime(2026, 11, 21, tzinfo=UTC))
     [ti] = run.get_task_instances()
     return str(ti.state)
+
+
+def _run_the_wait(bucket: str, wait: timedelta) -> str:
+    return run_the_wait(f"s3://{bucket}/events/{{{{ ds }}}}/", wait)
 
 
 def test_the_wait_passes_once_the_days_folder_has_an_object(

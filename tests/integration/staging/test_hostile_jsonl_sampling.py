@@ -12,42 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from airflow_bulkload.catalog import loadable_column_types, probe_key_of
 from airflow_bulkload.exceptions import BulkLoadError
-from airflow_bulkload.hooks import BulkLoadHook
-from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.normalize import InputFormatError
-from airflow_bulkload.staging.stager import StagingOptions, stage
 from tests.harness import MotoServer, TestDatabase
+from tests.support.staging import load_staged, stage_for_table, upload_inputs
 
 SAMPLED = 25_000  # more records than DuckDB samples (20,480)
 
 
 def _load(db: TestDatabase, moto: MotoServer, bucket: str, paths: list[Path]) -> None:
-    for path in paths:
-        moto.client("s3").upload_file(str(path), bucket, f"in/{path.name}")
-    hook = BulkLoadHook(conn_id=db.conn_id)
-    info = hook.describe_table("z")
-    types = loadable_column_types(info)
-    staged = stage(
-        f"s3://{bucket}/in/",
-        s3=moto.client("s3"),
-        staging_uri=f"s3://{bucket}/staging",
-        dag_id="d",
-        table="z",
-        run="r",
-        options=StagingOptions(
-            file_format=FileFormat(format="jsonl"),
-            chunk_size=200_000,
-            probe_key=probe_key_of(info),
-            table_columns=list(types),
-            table_types=types,
-        ),
-    )
-    hook.reconcile("z", staged.manifest_uri, load_id="t")
-    for chunk in staged.manifest.chunks:
-        hook.load_chunk("z", chunk, load_id="t")
-    hook.verify_load("z", staged.manifest_uri, load_id="t")
+    upload_inputs(moto, bucket, paths)
+    load_staged(db, stage_for_table(db, moto, bucket, "z", "jsonl", chunk_size=200_000), "z")
 
 
 def test_a_key_first_seen_after_the_sample_is_not_dropped(

@@ -15,12 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_bulkload.catalog import loadable_column_types, probe_key_of
-from airflow_bulkload.hooks import BulkLoadHook
-from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.normalize import InputFormatError
-from airflow_bulkload.staging.stager import StagingOptions, stage
 from tests.harness import MotoServer, TestDatabase
+from tests.support.staging import load_staged, stage_for_table, upload_inputs
 
 
 def _parquet(path: Path, select: str) -> Path:
@@ -31,29 +28,8 @@ def _parquet(path: Path, select: str) -> Path:
 
 
 def _load(db: TestDatabase, moto: MotoServer, bucket: str, files: list[Path]) -> None:
-    for path in files:
-        moto.client("s3").upload_file(str(path), bucket, f"in/{path.name}")
-    hook = BulkLoadHook(conn_id=db.conn_id)
-    info = hook.describe_table("z")
-    types = loadable_column_types(info)
-    staged = stage(
-        f"s3://{bucket}/in/",
-        s3=moto.client("s3"),
-        staging_uri=f"s3://{bucket}/staging",
-        dag_id="d",
-        table="z",
-        run="r",
-        options=StagingOptions(
-            file_format=FileFormat(format="parquet"),
-            probe_key=probe_key_of(info),
-            table_columns=list(types),
-            table_types=types,
-        ),
-    )
-    hook.reconcile("z", staged.manifest_uri, load_id="t")
-    for chunk in staged.manifest.chunks:
-        hook.load_chunk("z", chunk, load_id="t")
-    hook.verify_load("z", staged.manifest_uri, load_id="t")
+    upload_inputs(moto, bucket, files)
+    load_staged(db, stage_for_table(db, moto, bucket, "z", "parquet"), "z")
 
 
 def _values(db: TestDatabase) -> list[str]:

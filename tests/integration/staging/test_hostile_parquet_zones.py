@@ -11,12 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_bulkload.catalog import loadable_column_types, probe_key_of
-from airflow_bulkload.hooks import BulkLoadHook
-from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.normalize import InputFormatError
-from airflow_bulkload.staging.stager import StageResult, StagingOptions, stage
+from airflow_bulkload.staging.stager import StageResult
 from tests.harness import MotoServer, TestDatabase
+from tests.support.staging import load_staged, stage_for_table, upload_inputs
 
 
 def _parquet(path: Path, select: str) -> Path:
@@ -29,31 +27,12 @@ def _parquet(path: Path, select: str) -> Path:
 
 
 def _plan(db: TestDatabase, moto: MotoServer, bucket: str, path: Path) -> StageResult:
-    moto.client("s3").upload_file(str(path), bucket, f"in/{path.name}")
-    info = BulkLoadHook(conn_id=db.conn_id).describe_table("z")
-    types = loadable_column_types(info)
-    return stage(
-        f"s3://{bucket}/in/",
-        s3=moto.client("s3"),
-        staging_uri=f"s3://{bucket}/staging",
-        dag_id="d",
-        table="z",
-        run="r",
-        options=StagingOptions(
-            file_format=FileFormat(format="parquet"),
-            probe_key=probe_key_of(info),
-            table_columns=list(types),
-            table_types=types,
-        ),
-    )
+    upload_inputs(moto, bucket, [path])
+    return stage_for_table(db, moto, bucket, "z", "parquet")
 
 
 def _load(db: TestDatabase, staged: StageResult) -> None:
-    hook = BulkLoadHook(conn_id=db.conn_id)
-    hook.reconcile("z", staged.manifest_uri, load_id="t")
-    for chunk in staged.manifest.chunks:
-        hook.load_chunk("z", chunk, load_id="t")
-    hook.verify_load("z", staged.manifest_uri, load_id="t")
+    load_staged(db, staged, "z")
 
 
 def test_a_nanosecond_zoned_timestamp_into_a_column_without_a_zone_is_refused(

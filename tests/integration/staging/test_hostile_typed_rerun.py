@@ -13,31 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from airflow_bulkload.catalog import loadable_column_types, probe_key_of
 from airflow_bulkload.hooks import BulkLoadHook
-from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.normalize import InputFormatError
-from airflow_bulkload.staging.stager import StageResult, StagingOptions, stage
+from airflow_bulkload.staging.stager import StageResult
 from tests.harness import MotoServer, TestDatabase
+from tests.support.staging import stage_for_table
 
 
 def _stage(db: TestDatabase, moto: MotoServer, bucket: str) -> StageResult:
-    info = BulkLoadHook(conn_id=db.conn_id).describe_table("z")
-    types = loadable_column_types(info)
-    return stage(
-        f"s3://{bucket}/in/",
-        s3=moto.client("s3"),
-        staging_uri=f"s3://{bucket}/staging",
-        dag_id="d",
-        table="z",
-        run="r",
-        options=StagingOptions(
-            file_format=FileFormat(format="parquet"),
-            probe_key=probe_key_of(info),
-            table_columns=list(types),
-            table_types=types,
-        ),
-    )
+    return stage_for_table(db, moto, bucket, "z", "parquet")
 
 
 @pytest.mark.xfail(

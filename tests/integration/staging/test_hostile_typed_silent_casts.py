@@ -14,37 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from airflow_bulkload.catalog import loadable_column_types, probe_key_of
 from airflow_bulkload.exceptions import BulkLoadError
-from airflow_bulkload.hooks import BulkLoadHook
-from airflow_bulkload.staging.manifest import FileFormat
-from airflow_bulkload.staging.stager import StagingOptions, stage
 from tests.harness import MotoServer, TestDatabase
+from tests.support.staging import load_staged, stage_for_table, upload_inputs
 
 
 def _load(db: TestDatabase, moto: MotoServer, bucket: str, path: Path, fmt: str) -> None:
-    moto.client("s3").upload_file(str(path), bucket, f"in/{path.name}")
-    hook = BulkLoadHook(conn_id=db.conn_id)
-    info = hook.describe_table("z")
-    types = loadable_column_types(info)
-    staged = stage(
-        f"s3://{bucket}/in/",
-        s3=moto.client("s3"),
-        staging_uri=f"s3://{bucket}/staging",
-        dag_id="d",
-        table="z",
-        run="r",
-        options=StagingOptions(
-            file_format=FileFormat(format=fmt),
-            probe_key=probe_key_of(info),
-            table_columns=list(types),
-            table_types=types,
-        ),
-    )
-    hook.reconcile("z", staged.manifest_uri, load_id="t")
-    for chunk in staged.manifest.chunks:
-        hook.load_chunk("z", chunk, load_id="t")
-    hook.verify_load("z", staged.manifest_uri, load_id="t")
+    upload_inputs(moto, bucket, [path])
+    load_staged(db, stage_for_table(db, moto, bucket, "z", fmt), "z")
 
 
 # engine, column type, file format, the value (DuckDB SQL for parquet, JSON text for jsonl)
