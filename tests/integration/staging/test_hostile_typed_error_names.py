@@ -81,9 +81,6 @@ def test_a_nul_byte_names_the_file_and_the_column(
     assert path.name in str(failed.value) and "'v'" in str(failed.value), str(failed.value)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the key probe's CSV reader caps a field below 9 MB; left as found"
-)
 def test_a_nine_mb_value_loads_into_a_table_with_a_key(
     pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
 ) -> None:
