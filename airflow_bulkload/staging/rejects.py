@@ -85,12 +85,13 @@ def check_and_write(
         f"WHERE list_has_any(string_split(\"error\", ', '), {fatal_errors!r}) LIMIT 1"
     ).fetchall()
     if fatal:
+        fatal = _as_in_the_file(fatal, encoding)
         raise TooManyRejectsError(
             f"{_describe(fatal[0])}: a quoted value that never closes is not set aside (every "
             "line after it would go with it); fix the file"
         )
     if count > max_errors:
-        first = con.execute(f"{query} LIMIT 5").fetchall()
+        first = _as_in_the_file(con.execute(f"{query} LIMIT 5").fetchall(), encoding)
         raise TooManyRejectsError(
             f"{count} records do not read as the input's format, more than max_errors "
             f"({max_errors}); nothing was staged. First: "
