@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
+from functools import cache
 from typing import Any, BinaryIO
 
 from airflow_bulkload.exceptions import ChunkLoadError
@@ -42,6 +43,21 @@ _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+@cache
+def _put_object_args() -> tuple[Any, frozenset[str]]:
+    """PutObject's input shape and the upload arguments staging may pass (loaded once)."""
+    from boto3.s3.transfer import S3Transfer
+    from botocore.session import get_session
+
+    put_object: Any = get_session().get_service_model("s3").operation_model("PutObject").input_shape
+    allowed = {
+        key
+        for key in set(S3Transfer.ALLOWED_UPLOAD_ARGS) & set(put_object.members)
+        if key == "ChecksumAlgorithm" or not key.startswith("Checksum")
+    }
+    return put_object, frozenset(allowed - RESERVED_UPLOAD_ARGS - _SSE_C_ARGS)
+
+
 def check_upload_args(args: Any) -> None:
     """Refuse what S3 uploads do not take: ``ValueError`` naming the key or value.
 
@@ -55,19 +71,9 @@ def check_upload_args(args: Any) -> None:
             f"staging_extra_args must be a dict of S3 upload arguments, got {type(args).__name__}"
             " (a template renders text unless the DAG sets render_template_as_native_obj=True)"
         )
-    from boto3.s3.transfer import S3Transfer
-    from botocore.session import get_session
-
-    put_object: Any = get_session().get_service_model("s3").operation_model("PutObject").input_shape
-    allowed = (
-        {
-            key
-            for key in set(S3Transfer.ALLOWED_UPLOAD_ARGS) & set(put_object.members)
-            if key == "ChecksumAlgorithm" or not key.startswith("Checksum")
-        }
-        - RESERVED_UPLOAD_ARGS
-        - _SSE_C_ARGS
-    )
+    if not args:
+        return
+    put_object, allowed = _put_object_args()
     sse_c = sorted(set(args) & _SSE_C_ARGS)
     if sse_c:
         raise ValueError(
