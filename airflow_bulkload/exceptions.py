@@ -142,3 +142,7 @@ class NulByteError(BulkLoadError):
             "the input (e.g. tr -d '\\000'), or map them to a character of your choice, and run "
             "again"
         )
+
+
+class LoadModeError(BulkLoadError, ValueError):
+    """The load mode cannot load this table as it promises (see :mod:`airflow_bulkload.modes`)."""

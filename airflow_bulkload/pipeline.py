@@ -25,13 +25,12 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import Asset, Param, TaskGroup, conf
+from airflow.sdk import Asset, TaskGroup, conf
 from airflow.sdk.definitions.taskgroup import TaskGroup as _TaskGroup
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
-from airflow_bulkload.bulk_mode.policy import check_reboot_policy
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
-from airflow_bulkload.hooks.bulk_load import LOAD_METHODS
+from airflow_bulkload.modes import APPEND
 from airflow_bulkload.operators.bulk_mode import (
     EnterBulkModeOperator,
     ExitBulkModeOperator,
@@ -56,31 +55,20 @@ from airflow_bulkload.operators.table import (
 from airflow_bulkload.operators.wait_input import WaitForInputSensor
 from airflow_bulkload.operators.withdraw import WithdrawSupersededChunksOperator
 from airflow_bulkload.pipeline_args import (
+    AUTO,
     CHUNK_MAP_INDEX,
     GROUP_MAP_INDEX,
     accepted_by,
+    check_pipeline_arguments,
     check_waitable,
+    mode_param,
+    reload_param,
     then,
     with_extra,
 )
 from airflow_bulkload.task_docs import TASK_DOCS, describe_tasks
 
-AUTO = "auto"
-BULK_MODES = (AUTO, "off")
-
-
-def reload_param() -> Param:
-    """The ``reload`` DAG Param the example DAGs expose, for ``reload="{{ params.reload }}"``.
-
-    Off by default; "Trigger DAG w/ config" or a backfill turns it on to replace a date's rows.
-    """
-    return Param(
-        False,
-        type="boolean",
-        description="Replace this date's rows: take back every row this DAG loaded for the date "
-        "(by key) and load the input again, exactly once. Off: a date already loaded from a "
-        "different input is refused; the same input is not loaded twice.",
-    )
+__all__ = ["bulk_load_table", "default_group_id", "mode_param", "reload_param"]
 
 
 def default_group_id(table: str) -> str:
@@ -127,6 +115,8 @@ def bulk_load_table(
     stage_group_size: str | int | None = None,
     wait_for_input: timedelta | None = None,
     dry_run: bool = False,
+    mode: str = APPEND,
+    upsert_keys: list[str] | str | None = None,
 ) -> TaskGroup:
     """Build the task group that bulk loads ``source`` into ``table`` (see the module docstring).
 
@@ -217,23 +207,24 @@ def bulk_load_table(
         the engine into a temporary copy of the table and thrown away (the ``load`` tasks'
         ``validate_only``), and the report says what would load. No claim, bulk mode, table
         preparation or ledger; with the ``client`` method whatever ``method`` says.
+    :param mode: ``append`` (default: add the rows), ``replace`` (the input becomes the table:
+        loaded into a work table with the floor's fast path, then swapped in at once, so readers
+        see the old rows or the new ones and a failed run leaves the old) or ``upsert`` (new
+        rows added, rows with a key already there replaced, merged in batches from a work table).
+        Templated, e.g. ``"{{ params.mode }}"``; see :mod:`airflow_bulkload.modes`.
+    :param upsert_keys: with ``upsert``: the columns of the unique key to merge on (default: the
+        primary key); a list, or comma-separated text from a template.
     """
-    if method not in LOAD_METHODS:
-        raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
-    if isinstance(bulk_mode, str) and bulk_mode not in BULK_MODES:
-        raise ValueError(
-            f"bulk_mode must be 'auto', 'off' or a dict of settings, got {bulk_mode!r}"
-        )
-    if isinstance(parallelism, str) and parallelism != AUTO:
-        raise ValueError(f"parallelism must be 'auto' or a positive int, got {parallelism!r}")
-    if isinstance(parallelism, int) and parallelism < 1:
-        raise ValueError(f"parallelism must be at least 1, got {parallelism}")
-    for name, value in (("drop_indexes", drop_indexes), ("drop_primary_key", drop_primary_key)):
-        if isinstance(value, str) and value != AUTO:
-            raise ValueError(f"{name} must be 'auto', True or False, got {value!r}")
-    if bulk_mode != "off" and "{{" not in reboot_policy:
-        check_reboot_policy(reboot_policy)  # the operator checks again once rendered
-
+    check_pipeline_arguments(
+        method=method,
+        bulk_mode=bulk_mode,
+        parallelism=parallelism,
+        drop_indexes=drop_indexes,
+        drop_primary_key=drop_primary_key,
+        reboot_policy=reboot_policy,
+        mode=mode,
+        upsert_keys=upsert_keys,
+    )
     timing: dict[str, Any] = {"pre_execute": record_start, "post_execute": record_end}
     bulk_target = BulkModeTarget(
         db_instance_identifier=rds_instance,
@@ -317,6 +308,7 @@ def bulk_load_table(
             "aws_conn_id": aws_conn_id,
             "manifest": manifest_uri,
         }
+        moded: dict[str, Any] = {"mode": mode, "upsert_keys": upsert_keys}
         preflight = PreflightCheckOperator(
             task_id="preflight",
             **staged,
@@ -329,6 +321,7 @@ def bulk_load_table(
             sort=sort_by_primary_key,
             bulk_mode=bulk_mode != "off",
             fail_on=fail_on,
+            **moded,
             **timing,
         )
         if wait_for_input is not None:
@@ -366,7 +359,7 @@ def bulk_load_table(
             describe_tasks(group)
             return group
         withdraw = WithdrawSupersededChunksOperator(
-            task_id="withdraw_superseded", reload=reload, **staged, **timing
+            task_id="withdraw_superseded", reload=reload, mode=mode, **staged, **timing
         )
         claim = ClaimTableOperator(
             task_id="claim_table",
@@ -387,6 +380,7 @@ def bulk_load_table(
             else preflight.planned("drop_indexes"),  # type: ignore[arg-type]  # resolves to a bool
             drop_primary_key=drop_primary_key,
             claim_timeout=table_claim_timeout.total_seconds(),
+            **moded,
             **staged,
             **timing,
         )
@@ -397,6 +391,7 @@ def bulk_load_table(
             **with_extra(
                 {
                     "aws_conn_id": aws_conn_id,
+                    "mode": mode,
                     "method": method,
                     "max_concurrent_loads": parallelism
                     if isinstance(parallelism, int)
@@ -418,6 +413,7 @@ def bulk_load_table(
         finalize = FinalizeTableOperator(
             task_id="finalize_table",
             parallelism=preflight.planned("index_build_parallelism"),  # type: ignore[arg-type]  # an int
+            **moded,
             **staged,
             **timing,
         )
@@ -432,6 +428,7 @@ def bulk_load_table(
             task_id="restore_table",
             table=table,
             conn_id=conn_id,
+            mode=mode,
             execution_timeout=restore_timeout,
             **teardown,
         )
@@ -471,6 +468,7 @@ def bulk_load_table(
             task_id="report",
             load_task_id=load.task_id,
             stage_task_ids=stages,
+            mode=mode,
             **staged,
             outlets=list(outlets or []),
             # an empty input maps no load task, which skips finalize and checkpoint: the report

@@ -1,6 +1,7 @@
-"""How ``bulk_load_table`` builds each task's arguments.
+"""How ``bulk_load_table`` checks and builds each task's arguments.
 
-A DAG author's per-stage extras, the UI names of mapped tasks, and chained ``pre_execute`` hooks.
+The checks it can make when the DAG is parsed, a DAG author's per-stage extras, the UI names of
+mapped tasks, and chained ``pre_execute`` hooks.
 """
 
 from __future__ import annotations
@@ -9,7 +10,14 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from airflow.sdk import Context
+from airflow.sdk import Context, Param
+
+from airflow_bulkload.bulk_mode.policy import check_reboot_policy
+from airflow_bulkload.hooks.bulk_load import LOAD_METHODS
+from airflow_bulkload.modes import MODES, parse_mode, parse_upsert_keys
+
+AUTO = "auto"
+BULK_MODES = (AUTO, "off")
 
 #: what per-stage arguments may not change: a task's identity and the pipeline's timing hooks
 _RESERVED = frozenset(
@@ -69,3 +77,67 @@ def check_waitable(source: str | list[str]) -> None:
     local = [s for s in sources if not s.startswith(("s3://", "{{"))]
     if local:
         raise ValueError(f"wait_for_input waits for S3 input, not local paths: {local}")
+
+
+def check_pipeline_arguments(
+    *,
+    method: str,
+    bulk_mode: str | dict[str, Any],
+    parallelism: int | str,
+    drop_indexes: bool | str,
+    drop_primary_key: bool | str,
+    reboot_policy: str,
+    mode: str,
+    upsert_keys: list[str] | str | None,
+) -> None:
+    """Refuse, when the DAG is parsed, arguments no run could use (``ValueError``).
+
+    A templated value (``"{{ ... }}"``) is checked by its task once rendered.
+    """
+    if method not in LOAD_METHODS:
+        raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
+    if isinstance(bulk_mode, str) and bulk_mode not in BULK_MODES:
+        raise ValueError(
+            f"bulk_mode must be 'auto', 'off' or a dict of settings, got {bulk_mode!r}"
+        )
+    if isinstance(parallelism, str) and parallelism != AUTO:
+        raise ValueError(f"parallelism must be 'auto' or a positive int, got {parallelism!r}")
+    if isinstance(parallelism, int) and parallelism < 1:
+        raise ValueError(f"parallelism must be at least 1, got {parallelism}")
+    for name, value in (("drop_indexes", drop_indexes), ("drop_primary_key", drop_primary_key)):
+        if isinstance(value, str) and value != AUTO:
+            raise ValueError(f"{name} must be 'auto', True or False, got {value!r}")
+    if bulk_mode != "off" and "{{" not in reboot_policy:
+        check_reboot_policy(reboot_policy)  # the operator checks again once rendered
+    if "{{" not in str(mode):
+        parsed = parse_mode(mode)
+        if not (isinstance(upsert_keys, str) and "{{" in upsert_keys):
+            keys = parse_upsert_keys(upsert_keys)
+            if keys and parsed != "upsert":
+                raise ValueError(f"upsert_keys is for mode='upsert', not mode={mode!r}")
+
+
+def reload_param() -> Param:
+    """The ``reload`` DAG Param the example DAGs expose, for ``reload="{{ params.reload }}"``.
+
+    Off by default; "Trigger DAG w/ config" or a backfill turns it on to replace a date's rows.
+    """
+    return Param(
+        False,
+        type="boolean",
+        description="Replace this date's rows: take back every row this DAG loaded for the date "
+        "(by key) and load the input again, exactly once. Off: a date already loaded from a "
+        "different input is refused; the same input is not loaded twice.",
+    )
+
+
+def mode_param(default: str = "append") -> Param:
+    """A ``mode`` DAG Param (``mode="{{ params.mode }}"``): append, replace or upsert."""
+    return Param(
+        default,
+        type="string",
+        enum=list(MODES),
+        description="append: add the input's rows. replace: the input becomes the table "
+        "(swapped in at once when loaded). upsert: add new rows and replace those whose key is "
+        "already in the table.",
+    )

@@ -179,6 +179,8 @@ class LoadOptions:
     load_start: datetime | None = None
     expected_duration: timedelta = timedelta(hours=1)
     bulk_mode: bool = True
+    #: the load mode (see :mod:`airflow_bulkload.modes`)
+    mode: str = "append"
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from airflow_bulkload.catalog import (
     TableState,
     check_identifier,
 )
+from airflow_bulkload.dialects.work_tables import WorkTables
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 
 if TYPE_CHECKING:
@@ -444,7 +445,7 @@ class ServerSettings(abc.ABC):
         """The server-wide value in effect now, as the server shows it."""
 
 
-class Dialect(Session, Ledger, ChunkLoader, Catalog, TablePrep, ServerSettings):
+class Dialect(Session, Ledger, ChunkLoader, Catalog, TablePrep, ServerSettings, WorkTables):
     """One engine's SQL: every role at once.
 
     Methods take a DB-API connection from :class:`~airflow_bulkload.hooks.bulk_load.BulkLoadHook`.

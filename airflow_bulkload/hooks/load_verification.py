@@ -52,7 +52,9 @@ class LoadVerificationMixin(TableTruthMixin):
             return []
         return [f"{place.source}, line {place.line}" for place in found]
 
-    def verify_load(self, table: str, manifest_uri: str, *, load_id: str = "") -> dict[str, Any]:
+    def verify_load(
+        self, table: str, manifest_uri: str, *, load_id: str = "", mode: str = "append"
+    ) -> dict[str, Any]:
         """Check that the rows the load claims are in ``table``.
 
         Raise :class:`~airflow_bulkload.exceptions.LoadVerificationError` with the numbers
@@ -63,7 +65,12 @@ class LoadVerificationMixin(TableTruthMixin):
         when the table was empty before the load, its row count must equal the input's. A
         keyless table that held rows before can only be checked to hold at least the input's
         rows. On success the load is recorded as verified (see :meth:`reconcile`).
+
+        An ``upsert`` was checked row by row when it merged (every input row's key in the table
+        with the input's values): its verified load record is what is checked here.
         """
+        if mode == "upsert":
+            return self._verified_merge(table, manifest_uri)
         s3 = s3_client(self.aws_conn_id)
         manifest = read_manifest(s3, manifest_uri)
         if manifest is None:
@@ -155,6 +162,32 @@ class LoadVerificationMixin(TableTruthMixin):
             "sources": manifest.sources,
             "input_empty": expected == 0 and not manifest.rejected_rows,
             # records staging set aside (max_errors): not loaded, listed in these files
+            "rejected_rows": manifest.rejected_rows,
+            "rejects": manifest.rejects,
+        }
+
+    def _verified_merge(self, table: str, manifest_uri: str) -> dict[str, Any]:
+        manifest = read_manifest(s3_client(self.aws_conn_id), manifest_uri)
+        if manifest is None:
+            raise LoadVerificationError(f"{manifest_uri}: the manifest is gone; nothing to verify")
+        current_key = parse_s3_uri(manifest_uri.rsplit("/", 1)[0] + "/")[1]
+        dialect = self.dialect
+        with closing(self.get_conn()) as conn:
+            dialect.ensure_state_schema(conn)
+            ref = dialect.qualified_name(conn, dialect.table_ref(table))
+            record = dialect.read_load_record(conn, ref, current_key)
+        if record is None or not record.verified:
+            raise LoadVerificationError(
+                f"{ref}: no verified merge of {manifest_uri} is recorded: finalize_table did "
+                "not complete the upsert"
+            )
+        return {
+            "verified": True,
+            "checks": ["every input row's key is in the table with the input's values (merge)"],
+            "rows_expected": manifest.total_rows,
+            "rows_in_table": None,
+            "sources": manifest.sources,
+            "input_empty": manifest.total_rows == 0 and not manifest.rejected_rows,
             "rejected_rows": manifest.rejected_rows,
             "rejects": manifest.rejects,
         }

@@ -17,7 +17,9 @@ from airflow_bulkload.exceptions import (
     LoadSlotsBusyError,
 )
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook, ChunkResult
+from airflow_bulkload.hooks.load_modes import LoadModesHook
 from airflow_bulkload.knobs import parse_flag, parse_optional_int
+from airflow_bulkload.modes import APPEND, parse_mode
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
@@ -60,6 +62,9 @@ class LoadChunkOperator(TableTaskOperator):
     :param validate_only: a dry run: load the chunk into a temporary copy of the table and throw it away
         (:meth:`~airflow_bulkload.hooks.BulkLoadHook.try_chunk`): every value is checked by the
         engine's own parser, and nothing is written (no ledger entry, no load slot).
+    :param mode: ``append`` (into ``table``), or ``replace``/``upsert``: into the work table
+        :class:`~airflow_bulkload.operators.table.PrepareTableOperator` made for that mode
+        (see :mod:`airflow_bulkload.modes`); templated.
     """
 
     template_fields: Sequence[str] = (
@@ -72,6 +77,7 @@ class LoadChunkOperator(TableTaskOperator):
         "method",
         "max_concurrent_loads",
         "validate_only",
+        "mode",
     )
     ui_color = "#d9f0ff"
     #: the chunk's result once it is in the table, for OpenLineage (set by ``execute``)
@@ -93,9 +99,11 @@ class LoadChunkOperator(TableTaskOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 5.0,
         validate_only: bool | str = False,
+        mode: str = APPEND,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
+        self.mode = mode
         self.chunk = chunk
         self.method = method
         self.columns = columns
@@ -115,6 +123,7 @@ class LoadChunkOperator(TableTaskOperator):
         check_method(self.method)
         self._max_concurrent_loads()
         parse_flag(self.validate_only, "validate_only")
+        parse_mode(self.mode)
 
     def _max_concurrent_loads(self) -> int | None:
         return parse_optional_int(self.max_concurrent_loads, "max_concurrent_loads")
@@ -148,12 +157,16 @@ class LoadChunkOperator(TableTaskOperator):
         load_id = self.load_id or f"{context['dag'].dag_id}/{context['run_id']}"
         slots = self._max_concurrent_loads()
         defers = bool(self.deferrable and slots)
+        # replace/upsert: the chunk goes into the work table prepare made
+        into = LoadModesHook(self.conn_id, self.aws_conn_id).load_table(
+            self.table, parse_mode(self.mode)
+        )
         try:
-            result = self._load(self.bulk_load_hook(), spec, load_id, 0 if defers else None)
+            result = self._load(self.bulk_load_hook(), into, spec, load_id, 0 if defers else None)
         except LoadSlotsBusyError:
             if not defers or slots is None:
                 raise
-            self._defer(slots, deadline or time.time() + self.slot_wait_timeout)
+            self._defer(into, slots, deadline or time.time() + self.slot_wait_timeout)
         except (ChunkLoadError, ChunkConflictError) as exc:
             # bad data stays bad: fail now rather than retry (the transaction left nothing behind)
             raise AirflowFailException(str(exc)) from exc
@@ -180,12 +193,12 @@ class LoadChunkOperator(TableTaskOperator):
             nbytes=self._loaded.bytes,
         )
 
-    def _defer(self, slots: int, deadline: float) -> NoReturn:
-        self.log.info("%s: all %d load slots are busy; deferring the wait", self.table, slots)
+    def _defer(self, into: str, slots: int, deadline: float) -> NoReturn:
+        self.log.info("%s: all %d load slots are busy; deferring the wait", into, slots)
         self.defer(
             trigger=LoadSlotFreeTrigger(
                 conn_id=self.conn_id,
-                table=self.table,
+                table=into,
                 slots=slots,
                 deadline=deadline,
                 poll_interval=self.poll_interval,
@@ -195,10 +208,15 @@ class LoadChunkOperator(TableTaskOperator):
         )
 
     def _load(
-        self, hook: BulkLoadHook, spec: ChunkSpec, load_id: str, slot_wait: float | None = None
+        self,
+        hook: BulkLoadHook,
+        into: str,
+        spec: ChunkSpec,
+        load_id: str,
+        slot_wait: float | None = None,
     ) -> ChunkResult:
         return hook.load_chunk(
-            self.table,
+            into,
             spec,
             method=self.method,
             load_id=load_id,

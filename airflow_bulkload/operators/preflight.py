@@ -19,6 +19,8 @@ from airflow_bulkload.advice import (
 )
 from airflow_bulkload.advice.models import AUTO, FailOn, LoadPlan, failing_severities
 from airflow_bulkload.exceptions import PreflightFailedError
+from airflow_bulkload.hooks.load_modes import LoadModesHook, check_upsert_arguments
+from airflow_bulkload.modes import parse_mode, parse_upsert_keys
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.s3io import s3_client
@@ -75,6 +77,11 @@ class PreflightCheckOperator(TableTaskOperator):
         parameter group a warning rather than information).
     :param fail_on: the severities that fail the task: ``"error"`` (default), ``"warn"`` (warn and
         error), ``"info"`` (any finding), a list of severities, or ``None`` (never fail).
+    :param mode: the load mode (``append``/``replace``/``upsert``, templated): a table it cannot
+        load as promised fails pre-flight (e.g. ``replace`` of a table views read), and the
+        ``load_mode`` rule says which mode fits the input.
+    :param upsert_keys: with ``mode="upsert"``: the unique key to merge on (default the primary
+        key).
     :param ignore_rules: rule ids whose findings are dropped (e.g. ``["triggers"]``).
     """
 
@@ -96,6 +103,8 @@ class PreflightCheckOperator(TableTaskOperator):
         "load_start",
         "fail_on",
         "ignore_rules",
+        "mode",
+        "upsert_keys",
     )
     ui_color = "#fff4d6"
 
@@ -123,9 +132,13 @@ class PreflightCheckOperator(TableTaskOperator):
         bulk_mode: bool = True,
         fail_on: FailOn = "error",
         ignore_rules: Sequence[str] = (),
+        mode: str = "append",
+        upsert_keys: list[str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
+        self.mode = mode
+        self.upsert_keys = upsert_keys
         self.manifest = manifest
         self.input_bytes = input_bytes
         self.input_rows = input_rows
@@ -161,9 +174,14 @@ class PreflightCheckOperator(TableTaskOperator):
         check_method(self.method)
         failing_severities(self.fail_on)
         self._options()
+        check_upsert_arguments(parse_mode(self.mode), parse_upsert_keys(self.upsert_keys))
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
+        # a mode the table cannot take as promised is refused before anything changes
+        LoadModesHook(self.conn_id, self.aws_conn_id).check_mode(
+            self.table, parse_mode(self.mode), parse_upsert_keys(self.upsert_keys)
+        )
         hook = self.bulk_load_hook()
         table_info = hook.describe_table(self.table)
         server = hook.server_facts()
@@ -261,6 +279,7 @@ class PreflightCheckOperator(TableTaskOperator):
                 else timedelta(minutes=int(self.expected_duration))
             ),
             bulk_mode=self.bulk_mode,
+            mode=parse_mode(self.mode),
         )
 
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Context
 
 from airflow_bulkload.knobs import parse_flag
+from airflow_bulkload.modes import parse_mode
 from airflow_bulkload.operators.base import TableTaskOperator
 
 if TYPE_CHECKING:
@@ -184,11 +185,13 @@ class LoadReportOperator(TableTaskOperator):
     :param conn_id: the target's connection; without it the table is not checked.
     :param manifest: S3 URI of the loaded input's manifest (the stage task's ``manifest_uri``).
     :param aws_conn_id: AWS connection to read the manifest.
+    :param mode: the load's mode (``append``/``replace``/``upsert``); an upsert's rows were
+        checked when they merged.
     :param validate_only: the report of a dry run (the load tasks' ``validate_only``): what
         would load, and nothing checked in the table, which the run did not change.
     """
 
-    template_fields: Sequence[str] = ("table", "conn_id", "manifest", "validate_only")
+    template_fields: Sequence[str] = ("table", "conn_id", "manifest", "validate_only", "mode")
     ui_color = "#e8f5e9"
     #: the summary once the table is checked, for OpenLineage (set by ``execute``)
     _summary: dict[str, Any] | None = None
@@ -203,6 +206,7 @@ class LoadReportOperator(TableTaskOperator):
         manifest: str | None = None,
         aws_conn_id: str | None = "aws_default",
         validate_only: bool | str = False,
+        mode: str = "append",
         **kwargs: Any,
     ) -> None:
         # no connection (""): the report sums the load tasks' results without checking the table
@@ -211,6 +215,7 @@ class LoadReportOperator(TableTaskOperator):
         self.stage_task_ids = stage_task_ids
         self.manifest = manifest
         self.validate_only = validate_only
+        self.mode = mode
 
     def _dry_run_verification(self) -> dict[str, Any]:
         """What a dry run can say: the manifest's counts; the table was not touched."""
@@ -258,7 +263,10 @@ class LoadReportOperator(TableTaskOperator):
         elif self.conn_id and self.manifest:
             hook = self.bulk_load_hook()
             load_id = f"{context['dag'].dag_id}/{context['run_id']}"
-            summary["verification"] = hook.verify_load(self.table, self.manifest, load_id=load_id)
+            summary["verification"] = hook.verify_load(
+                self.table, self.manifest, load_id=load_id, mode=parse_mode(self.mode)
+            )
+            summary["mode"] = parse_mode(self.mode)
         else:
             summary["verification"] = {"verified": False, "checks": ["not checked: no conn_id"]}
         if summary["verification"].get("input_empty"):

@@ -28,6 +28,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context, conf
 
 from airflow_bulkload.exceptions import BulkLoadError, TableClaimedError
+from airflow_bulkload.hooks.load_modes import LoadModesHook, check_upsert_arguments
 from airflow_bulkload.hooks.table_state import TableStateHook
 from airflow_bulkload.knobs import (
     default_load_id,
@@ -35,6 +36,7 @@ from airflow_bulkload.knobs import (
     parse_optional_int,
     parse_parallelism,
 )
+from airflow_bulkload.modes import APPEND, parse_mode, parse_upsert_keys
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import validate_or_fail
 from airflow_bulkload.triggers.db_waits import TableClaimTrigger
@@ -52,10 +54,23 @@ class _TableOperator(TableTaskOperator):
         conn_id: str,
         load_id: str | None = None,
         aws_conn_id: str | None = "aws_default",
+        mode: str = APPEND,
+        upsert_keys: list[str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
         self.load_id = load_id
+        self.mode = mode
+        self.upsert_keys = upsert_keys
+
+    def _check_mode(self) -> None:
+        self.load_mode()
+
+    def load_mode(self) -> tuple[str, list[str] | None]:
+        """The rendered ``mode`` and ``upsert_keys``, checked (``ValueError``)."""
+        mode, keys = parse_mode(self.mode), parse_upsert_keys(self.upsert_keys)
+        check_upsert_arguments(mode, keys)
+        return mode, keys
 
     def resolved_load_id(self, context: Context) -> str:
         if self.load_id:
@@ -63,8 +78,8 @@ class _TableOperator(TableTaskOperator):
         when = context.get("logical_date") or context["run_id"]
         return default_load_id(context["dag"].dag_id, self.table, when)
 
-    def hook(self) -> TableStateHook:
-        return TableStateHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
+    def hook(self) -> LoadModesHook:
+        return LoadModesHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
 
 
 class ClaimTableOperator(_TableOperator):
@@ -191,6 +206,8 @@ class PrepareTableOperator(_TableOperator):
         "incoming_bytes",
         "manifest",
         "load_id",
+        "mode",
+        "upsert_keys",
     )
 
     def __init__(
@@ -207,10 +224,18 @@ class PrepareTableOperator(_TableOperator):
         aws_conn_id: str | None = "aws_default",
         load_id: str | None = None,
         claim_timeout: float = 0.0,
+        mode: str = APPEND,
+        upsert_keys: list[str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
-            table=table, conn_id=conn_id, load_id=load_id, aws_conn_id=aws_conn_id, **kwargs
+            table=table,
+            conn_id=conn_id,
+            load_id=load_id,
+            aws_conn_id=aws_conn_id,
+            mode=mode,
+            upsert_keys=upsert_keys,
+            **kwargs,
         )
         self.drop_indexes = drop_indexes
         self.drop_primary_key = drop_primary_key
@@ -228,6 +253,9 @@ class PrepareTableOperator(_TableOperator):
         """
         self._flags()
         parse_optional_int(self.incoming_bytes, "incoming_bytes")
+        mode, _ = self.load_mode()
+        if mode != APPEND and not self.manifest:
+            raise ValueError(f"mode={mode!r} needs the staged input's manifest")
 
     def _flags(self) -> dict[str, bool | None]:
         """The drop flags, parsed: ``None`` for ``"auto"``."""
@@ -240,6 +268,16 @@ class PrepareTableOperator(_TableOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
+        mode, keys = self.load_mode()
+        if mode != APPEND:  # the target stays as it is; a work table of its shape is prepared
+            return self.hook().prepare_work_table(
+                self.table,
+                mode=mode,
+                load_id=self.resolved_load_id(context),
+                manifest=str(self.manifest),
+                upsert_keys=keys,
+                claim_timeout=self.claim_timeout,
+            )
         flags = self._flags()
         incoming = parse_optional_int(self.incoming_bytes, "incoming_bytes")
         if (
@@ -309,6 +347,8 @@ class FinalizeTableOperator(_TableOperator):
         "maintenance_work_mem",
         "load_id",
         "manifest",
+        "mode",
+        "upsert_keys",
     )
 
     def __init__(
@@ -322,10 +362,18 @@ class FinalizeTableOperator(_TableOperator):
         analyze: bool = True,
         manifest: str | None = None,
         aws_conn_id: str | None = "aws_default",
+        mode: str = APPEND,
+        upsert_keys: list[str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
-            table=table, conn_id=conn_id, load_id=load_id, aws_conn_id=aws_conn_id, **kwargs
+            table=table,
+            conn_id=conn_id,
+            load_id=load_id,
+            aws_conn_id=aws_conn_id,
+            mode=mode,
+            upsert_keys=upsert_keys,
+            **kwargs,
         )
         self.parallelism = parallelism
         self.maintenance_work_mem = maintenance_work_mem
@@ -338,9 +386,24 @@ class FinalizeTableOperator(_TableOperator):
         Run by ``execute`` with the templated fields rendered.
         """
         parse_parallelism(self.parallelism, 1, 1)
+        mode, _ = self.load_mode()
+        if mode != APPEND and not self.manifest:
+            raise ValueError(f"mode={mode!r} needs the staged input's manifest")
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
+        mode, keys = self.load_mode()
+        if mode != APPEND:  # rebuild the work table's indexes, then swap it in or merge it
+            return self.hook().finalize_work_table(
+                self.table,
+                mode=mode,
+                load_id=self.resolved_load_id(context),
+                manifest=str(self.manifest),
+                upsert_keys=keys,
+                parallelism=self.parallelism,
+                maintenance_work_mem=self.maintenance_work_mem,
+                analyze=self.analyze,
+            )
         return self.hook().finalize(
             self.table,
             load_id=self.resolved_load_id(context),
@@ -365,10 +428,16 @@ class RestoreTableOperator(_TableOperator):
     :param load_id: as given to :class:`PrepareTableOperator`.
     """
 
-    template_fields: Sequence[str] = ("table", "conn_id", "load_id")
+    template_fields: Sequence[str] = ("table", "conn_id", "load_id", "mode")
     ui_color = "#e3f1d4"
 
     def execute(self, context: Context) -> dict[str, Any]:
+        validate_or_fail(self._check_mode)
+        mode, _ = self.load_mode()
+        if mode != APPEND:  # the target was never stripped: drop an unpublished work table
+            return self.hook().restore_work_table(
+                self.table, mode=mode, load_id=self.resolved_load_id(context)
+            )
         return self.hook().restore(self.table, load_id=self.resolved_load_id(context))
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import Context
 
 from airflow_bulkload.knobs import parse_flag
+from airflow_bulkload.modes import APPEND, parse_mode
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import validate_or_fail
 
@@ -38,9 +39,11 @@ class WithdrawSupersededChunksOperator(TableTaskOperator):
         and any earlier input's), so the date loads again from this input, exactly once. A bool,
         or a string (templated from a DAG Param: ``"true"``/``"false"``).
     :param load_id: recorded with the load; defaults to ``dag_id/run_id``.
+    :param mode: ``replace``/``upsert`` load into a work table of their own and have nothing to
+        withdraw: the task then does nothing.
     """
 
-    template_fields: Sequence[str] = ("table", "conn_id", "manifest", "reload")
+    template_fields: Sequence[str] = ("table", "conn_id", "manifest", "reload", "mode")
     ui_color = "#f3e0ff"
 
     def __init__(
@@ -52,9 +55,11 @@ class WithdrawSupersededChunksOperator(TableTaskOperator):
         aws_conn_id: str | None = "aws_default",
         reload: bool | str = False,
         load_id: str | None = None,
+        mode: str = APPEND,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
+        self.mode = mode
         self.manifest = manifest
         self.reload = reload
         self.load_id = load_id
@@ -65,9 +70,15 @@ class WithdrawSupersededChunksOperator(TableTaskOperator):
         Run by ``execute`` with the templated fields rendered.
         """
         parse_flag(self.reload, "reload")
+        parse_mode(self.mode)
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
+        mode = parse_mode(self.mode)
+        if mode != APPEND:
+            # a replace or upsert fills a fresh work table: no earlier chunk to take back out
+            self.log.info("mode %s: nothing to withdraw from %s", mode, self.table)
+            return {"mode": mode, "withdrawn": [], "stale": []}
         reload = bool(parse_flag(self.reload, "reload"))
         load_id = self.load_id or f"{context['dag'].dag_id}/{context['run_id']}"
         hook = self.bulk_load_hook()

@@ -6,7 +6,8 @@ measured effect it rests on (:mod:`airflow_bulkload.advice.evidence`).
 
 One module per theme: :mod:`.keys` (the primary key), :mod:`.indexes` (indexes, foreign keys,
 triggers and partitions), :mod:`.input` (the input's columns, chunk sizes, parallelism),
-:mod:`.server` (the instance and server) and :mod:`.methods` (what a load method needs);
+:mod:`.server` (the instance and server), :mod:`.methods` (what a load method needs) and
+:mod:`.modes` (which load mode fits);
 :mod:`.context` holds what they all take. :data:`RULES` is the order they run in.
 """
 
@@ -28,6 +29,7 @@ from airflow_bulkload.advice.rules.keys import (
     wide_primary_key,
 )
 from airflow_bulkload.advice.rules.methods import aurora_s3_role, aws_s3_extension, local_infile
+from airflow_bulkload.advice.rules.modes import load_mode
 from airflow_bulkload.advice.rules.server import (
     anti_patterns_in_place,
     checkpoint_privilege,
@@ -45,6 +47,7 @@ RULES: tuple[Rule, ...] = (
     redundant_indexes,
     foreign_keys,
     input_columns,
+    load_mode,
     partitioned_table,
     checkpoint_privilege,
     triggers,

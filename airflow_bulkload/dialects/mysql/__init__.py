@@ -7,7 +7,7 @@ One module per role of :class:`~airflow_bulkload.dialects.roles.Dialect`: :mod:`
 (names, transactions, the state tables of :mod:`.state`), :mod:`.ledger` (chunk ledger and load
 records), :mod:`.load` (``LOAD DATA`` from a FIFO or S3, session tuning and load slots; described
 there), :mod:`.catalog` (catalog reads), :mod:`.table_prep` (claims, saved state and the
-drop/rebuild DDL) and :mod:`.settings` (bulk mode's server settings). Pure SQL text lives in
+drop/rebuild DDL) and :mod:`.settings` (bulk mode's server settings), :mod:`.work_tables` (the replace and upsert modes). Pure SQL text lives in
 :mod:`.quoting` (the safety rules), :mod:`.load_sql` and :mod:`.ddl`; :mod:`.errors` turns load
 warnings into errors.
 """
@@ -20,6 +20,7 @@ from airflow_bulkload.dialects.mysql.load import MySqlLoader
 from airflow_bulkload.dialects.mysql.session import MySqlSession
 from airflow_bulkload.dialects.mysql.settings import MySqlSettings
 from airflow_bulkload.dialects.mysql.table_prep import MySqlTablePrep
+from airflow_bulkload.dialects.mysql.work_tables import MySqlWorkTables
 
 
 class MySqlDialect(
@@ -27,6 +28,7 @@ class MySqlDialect(
     MySqlLoader,
     MySqlCatalog,
     MySqlTablePrep,
+    MySqlWorkTables,
     MySqlSettings,
     MySqlSession,
 ):

@@ -7,7 +7,7 @@ One module per role of :class:`~airflow_bulkload.dialects.roles.Dialect`: :mod:`
 (names, transactions, the state schema of :mod:`.migrations`), :mod:`.ledger` (chunk ledger and
 load records), :mod:`.load` (COPY, ``aws_s3`` and load slots; the load methods are described
 there), :mod:`.catalog` (catalog reads), :mod:`.table_prep` (claims, saved state and the
-drop/rebuild DDL) and :mod:`.settings` (bulk mode's server settings); :mod:`.errors` translates
+drop/rebuild DDL) and :mod:`.settings` (bulk mode's server settings), :mod:`.work_tables` (the replace and upsert modes); :mod:`.errors` translates
 load errors.
 """
 
@@ -19,12 +19,14 @@ from airflow_bulkload.dialects.postgres.load import PostgresLoader
 from airflow_bulkload.dialects.postgres.session import PostgresSession
 from airflow_bulkload.dialects.postgres.settings import PostgresSettings
 from airflow_bulkload.dialects.postgres.table_prep import PostgresTablePrep
+from airflow_bulkload.dialects.postgres.work_tables import PostgresWorkTables
 
 
 class PostgresDialect(
     PostgresLedger,
     PostgresLoader,
     PostgresCatalog,
+    PostgresWorkTables,
     PostgresTablePrep,
     PostgresSettings,
     PostgresSession,

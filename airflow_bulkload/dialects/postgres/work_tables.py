@@ -1,0 +1,418 @@
+"""PostgreSQL work tables for the ``replace`` and ``upsert`` modes (the WorkTables role).
+
+``replace`` swaps in one transaction: the serial sequences the old table owns pass to the new
+one, the old table is dropped, the new one takes its name, its indexes their names, its identity
+sequences their names and positions, and the old table's owner, grants and comment. A view or a
+foreign key bound to the old table would follow it (PostgreSQL binds them by oid, not name), so
+such tables are refused up front rather than swapped half-way.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from psycopg import sql
+
+from airflow_bulkload.catalog import TableRef, describe_duplicate_keys
+from airflow_bulkload.dialects.postgres.session import table_identifier
+from airflow_bulkload.dialects.postgres.table_prep import PostgresTablePrep
+from airflow_bulkload.dialects.work_tables import WorkTables
+from airflow_bulkload.exceptions import BulkLoadError
+from airflow_bulkload.modes import REPLACE, UPSERT, batch_bounds
+
+#: what makes an index the same index on another table: everything but its name and table
+_INDEX_SHAPE = """
+SELECT i.relname, concat_ws('|', x.indisunique, x.indisprimary, x.indisexclusion, x.indnkeyatts,
+    (SELECT string_agg(coalesce(a.attname, '#expr'), ',' ORDER BY k.ord)
+       FROM unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+       LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum),
+    x.indclass::text, x.indcollation::text, x.indoption::text, am.amname,
+    pg_catalog.pg_get_expr(x.indexprs, x.indrelid), pg_catalog.pg_get_expr(x.indpred, x.indrelid),
+    i.reloptions::text)
+FROM pg_catalog.pg_index x
+JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
+JOIN pg_catalog.pg_am am ON am.oid = i.relam
+WHERE x.indrelid = %s::regclass
+ORDER BY i.relname
+"""
+
+_BLOCKERS = (
+    (
+        "views that read it (they would keep reading the old table)",
+        "SELECT DISTINCT v.oid::regclass::text FROM pg_catalog.pg_depend d"
+        " JOIN pg_catalog.pg_rewrite r ON r.oid = d.objid"
+        " JOIN pg_catalog.pg_class v ON v.oid = r.ev_class"
+        " WHERE d.classid = 'pg_catalog.pg_rewrite'::regclass AND d.refobjid = %(t)s::regclass"
+        " AND v.oid <> %(t)s::regclass",
+    ),
+    (
+        "foreign keys from or to it",
+        "SELECT conname || ' on ' || conrelid::regclass::text FROM pg_catalog.pg_constraint"
+        " WHERE contype = 'f' AND (conrelid = %(t)s::regclass OR confrelid = %(t)s::regclass)",
+    ),
+    (
+        "triggers (not copied to the new table)",
+        "SELECT tgname FROM pg_catalog.pg_trigger"
+        " WHERE tgrelid = %(t)s::regclass AND NOT tgisinternal",
+    ),
+    (
+        "rules",
+        "SELECT rulename FROM pg_catalog.pg_rules WHERE schemaname || '.' || tablename = %(n)s",
+    ),
+    (
+        "row-level security policies",
+        "SELECT polname FROM pg_catalog.pg_policy WHERE polrelid = %(t)s::regclass",
+    ),
+    (
+        "publications it is listed in",
+        "SELECT p.pubname FROM pg_catalog.pg_publication_rel r"
+        " JOIN pg_catalog.pg_publication p ON p.oid = r.prpubid"
+        " WHERE r.prrelid = %(t)s::regclass",
+    ),
+    (
+        "partitions or inheritance",
+        "SELECT 'partitioned table' FROM pg_catalog.pg_class WHERE oid = %(t)s::regclass"
+        " AND (relkind = 'p' OR relispartition)"
+        " UNION ALL SELECT 'inheritance' FROM pg_catalog.pg_inherits"
+        " WHERE inhrelid = %(t)s::regclass OR inhparent = %(t)s::regclass",
+    ),
+)
+
+
+def _columns(names: Sequence[str], alias: str | None = None) -> sql.Composed:
+    return sql.SQL(", ").join(
+        sql.Identifier(alias, name) if alias else sql.Identifier(name) for name in names
+    )
+
+
+def _row_text(alias: str, names: Sequence[str]) -> sql.Composed:
+    # ``ROW(...)::text``: NULL-safe, and defined for every type (json has no ``=``)
+    return sql.SQL("ROW({})::text").format(_columns(names, alias))
+
+
+class PostgresWorkTables(PostgresTablePrep, WorkTables):
+    """Work tables: ``LIKE`` copies, the one-transaction swap and the ``ON CONFLICT`` merge."""
+
+    def mode_blockers(
+        self, conn: Any, table: TableRef, mode: str, keys: Sequence[str] | None
+    ) -> list[str]:
+        regclass = table_identifier(table).as_string(conn)
+        blockers: list[str] = []
+        with self._read(conn) as cur:
+            if mode == REPLACE:
+                for what, query in _BLOCKERS:
+                    cur.execute(query, {"t": regclass, "n": str(table)})
+                    found = sorted({str(row[0]) for row in cur.fetchall()})
+                    if found:
+                        blockers.append(f"{what}: {', '.join(found)}")
+            elif mode == UPSERT:
+                cur.execute(
+                    "SELECT x.indisprimary, array_agg(a.attname ORDER BY a.attname),"
+                    " bool_and(a.attnotnull)"
+                    " FROM pg_catalog.pg_index x"
+                    " JOIN pg_catalog.pg_attribute a"
+                    "  ON a.attrelid = x.indrelid AND a.attnum = ANY (x.indkey::int2[])"
+                    " WHERE x.indrelid = %s::regclass AND x.indisunique AND x.indisvalid"
+                    " AND x.indpred IS NULL AND x.indexprs IS NULL"
+                    " GROUP BY x.indexrelid, x.indisprimary",
+                    (regclass,),
+                )
+                uniques = cur.fetchall()
+                wanted = sorted(keys) if keys else None
+                match = [
+                    row
+                    for row in uniques
+                    if (row[0] if wanted is None else sorted(row[1]) == wanted)
+                ]
+                if not match:
+                    blockers.append(
+                        "no primary key to merge on (name a unique key with upsert_keys)"
+                        if wanted is None
+                        else f"no unique index on exactly ({', '.join(keys or [])}), which "
+                        "ON CONFLICT needs"
+                    )
+                elif not any(row[2] for row in match):
+                    blockers.append(
+                        f"the key ({', '.join(keys or [])}) allows NULL, which never conflicts"
+                    )
+        return blockers
+
+    def table_exists(self, conn: Any, table: TableRef) -> bool:
+        with self._read(conn) as cur:
+            cur.execute(
+                "SELECT pg_catalog.to_regclass(%s) IS NOT NULL",
+                (table_identifier(table).as_string(conn),),
+            )
+            row = cur.fetchone()
+        return bool(row and row[0])
+
+    def work_table_marker(self, conn: Any, work: TableRef) -> str | None:
+        if not self.table_exists(conn, work):
+            return None
+        with self._read(conn) as cur:
+            cur.execute(
+                "SELECT coalesce(pg_catalog.obj_description(%s::regclass, 'pg_class'), '')",
+                (table_identifier(work).as_string(conn),),
+            )
+            row = cur.fetchone()
+        return str(row[0]) if row else ""
+
+    def create_work_table(self, conn: Any, table: TableRef, work: TableRef, mode: str) -> None:
+        target, new = table_identifier(table), table_identifier(work)
+        if mode == UPSERT:
+            conn.execute(
+                sql.SQL(
+                    "CREATE UNLOGGED TABLE {} (LIKE {} INCLUDING DEFAULTS INCLUDING IDENTITY"
+                    " INCLUDING GENERATED)"
+                ).format(new, target)
+            )
+            return
+        with self._read(conn) as cur:
+            cur.execute(
+                "SELECT t.spcname FROM pg_catalog.pg_class c"
+                " JOIN pg_catalog.pg_tablespace t ON t.oid = c.reltablespace"
+                " WHERE c.oid = %s::regclass",
+                (target.as_string(conn),),
+            )
+            tablespace = cur.fetchone()
+        conn.execute(
+            sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL){}").format(
+                new,
+                target,
+                sql.SQL(" TABLESPACE {}").format(sql.Identifier(tablespace[0]))
+                if tablespace
+                else sql.SQL(""),
+            )
+        )
+        # storage options (fillfactor, autovacuum_*) are not part of LIKE
+        saved = self.table_snapshot(conn, table)
+        for key, prefix in (("reloptions", None), ("toast_reloptions", "toast")):
+            if saved.get(key):
+                self._set_options(conn, work, prefix, saved[key], {})
+
+    def mark_work_table(self, conn: Any, work: TableRef, marker: str) -> None:
+        conn.execute(
+            sql.SQL("COMMENT ON TABLE {} IS {}").format(table_identifier(work), sql.Literal(marker))
+        )
+
+    def drop_table_if_exists(self, conn: Any, table: TableRef) -> None:
+        conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table_identifier(table)))
+
+    def _index_shapes(self, conn: Any, table: TableRef) -> dict[str, list[str]]:
+        shapes: dict[str, list[str]] = defaultdict(list)
+        for name, shape in conn.execute(_INDEX_SHAPE, (table_identifier(table).as_string(conn),)):
+            shapes[shape].append(name)
+        return shapes
+
+    def swap_in(self, conn: Any, table: TableRef, work: TableRef, old: TableRef) -> list[str]:
+        target, new = table_identifier(table), table_identifier(work)
+        regclass = target.as_string(conn)
+        conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(target))
+        notes: list[str] = []
+        old_shapes, new_shapes = self._index_shapes(conn, table), self._index_shapes(conn, work)
+        if sorted((k, len(v)) for k, v in old_shapes.items()) != sorted(
+            (k, len(v)) for k, v in new_shapes.items()
+        ):
+            raise BulkLoadError(
+                f"{work} does not have the indexes of {table} (old {sorted(old_shapes.values())}, "
+                f"new {sorted(new_shapes.values())}); the swap is refused and {table} is unchanged"
+            )
+        index_names = [
+            (new_name, old_name)
+            for shape, old_names in old_shapes.items()
+            for old_name, new_name in zip(old_names, new_shapes[shape], strict=True)
+        ]
+        owner, comment, acl_rows = conn.execute(
+            "SELECT pg_catalog.pg_get_userbyid(c.relowner),"
+            " pg_catalog.obj_description(c.oid, 'pg_class'),"
+            " (SELECT array_agg(ARRAY[CASE WHEN a.grantee = 0 THEN '' ELSE"
+            "   pg_catalog.pg_get_userbyid(a.grantee) END, a.privilege_type,"
+            "   a.is_grantable::text, '']) FROM pg_catalog.aclexplode(c.relacl) a"
+            "   WHERE a.grantee <> c.relowner)"
+            " FROM pg_catalog.pg_class c WHERE c.oid = %s::regclass",
+            (regclass,),
+        ).fetchone()
+        column_acl = conn.execute(
+            "SELECT CASE WHEN a.grantee = 0 THEN '' ELSE pg_catalog.pg_get_userbyid(a.grantee)"
+            " END, a.privilege_type, a.is_grantable::text, att.attname"
+            " FROM pg_catalog.pg_attribute att, pg_catalog.aclexplode(att.attacl) a"
+            " WHERE att.attrelid = %s::regclass AND att.attacl IS NOT NULL",
+            (regclass,),
+        ).fetchall()
+        serials = conn.execute(
+            "SELECT n.nspname, s.relname, a.attname FROM pg_catalog.pg_depend d"
+            " JOIN pg_catalog.pg_class s ON s.oid = d.objid AND s.relkind = 'S'"
+            " JOIN pg_catalog.pg_namespace n ON n.oid = s.relnamespace"
+            " JOIN pg_catalog.pg_attribute a"
+            "  ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid"
+            " WHERE d.classid = 'pg_catalog.pg_class'::regclass"
+            " AND d.refobjid = %s::regclass AND d.deptype = 'a'",
+            (regclass,),
+        ).fetchall()
+        identities = conn.execute(
+            "SELECT a.attname, os.nspname, os.relname, ns.nspname, ns.relname"
+            " FROM pg_catalog.pg_attribute a"
+            " JOIN LATERAL (SELECT n.nspname, s.relname FROM pg_catalog.pg_class s"
+            "  JOIN pg_catalog.pg_namespace n ON n.oid = s.relnamespace"
+            "  WHERE s.oid = pg_catalog.pg_get_serial_sequence(%s, a.attname)::regclass) os ON true"
+            " JOIN LATERAL (SELECT n.nspname, s.relname FROM pg_catalog.pg_class s"
+            "  JOIN pg_catalog.pg_namespace n ON n.oid = s.relnamespace"
+            "  WHERE s.oid = pg_catalog.pg_get_serial_sequence(%s, a.attname)::regclass) ns ON true"
+            " WHERE a.attrelid = %s::regclass AND a.attidentity <> '' AND NOT a.attisdropped",
+            (regclass, new.as_string(conn), regclass),
+        ).fetchall()
+        if owner != conn.execute("SELECT current_user").fetchone()[0]:
+            conn.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(new, sql.Identifier(owner)))
+        for grantee, privilege, grantable, column in list(acl_rows or []) + column_acl:
+            conn.execute(
+                sql.SQL("GRANT {} {} ON {} TO {}{}").format(
+                    sql.SQL(privilege),  # one of aclexplode's fixed keywords
+                    sql.SQL("({})").format(sql.Identifier(column)) if column else sql.SQL(""),
+                    new,
+                    sql.Identifier(grantee) if grantee else sql.SQL("PUBLIC"),
+                    sql.SQL(" WITH GRANT OPTION") if grantable == "true" else sql.SQL(""),
+                )
+            )
+        for schema, sequence, column in serials:
+            conn.execute(
+                sql.SQL("ALTER SEQUENCE {} OWNED BY {}").format(
+                    sql.Identifier(schema, sequence), sql.Identifier(*_parts(work), column)
+                )
+            )
+        positions = []
+        for column, old_schema, old_sequence, new_schema, new_sequence in identities:
+            last_value, is_called = conn.execute(
+                sql.SQL("SELECT last_value, is_called FROM {}").format(
+                    sql.Identifier(old_schema, old_sequence)
+                )
+            ).fetchone()
+            positions.append(
+                (column, old_sequence, new_schema, new_sequence, last_value, is_called)
+            )
+        conn.execute(sql.SQL("DROP TABLE {}").format(target))
+        conn.execute(sql.SQL("ALTER TABLE {} RENAME TO {}").format(new, sql.Identifier(table.name)))
+        for new_name, old_name in index_names:
+            conn.execute(
+                sql.SQL("ALTER INDEX {} RENAME TO {}").format(
+                    sql.Identifier(*_parts(TableRef(new_name, table.schema))),
+                    sql.Identifier(old_name),
+                )
+            )
+        for column, old_sequence, new_schema, new_sequence, last_value, is_called in positions:
+            # the old identity sequence went with the old table: its name and position carry on
+            conn.execute(
+                sql.SQL("ALTER SEQUENCE {} RENAME TO {}").format(
+                    sql.Identifier(new_schema, new_sequence), sql.Identifier(old_sequence)
+                )
+            )
+            conn.execute(
+                "SELECT pg_catalog.setval(pg_catalog.pg_get_serial_sequence(%s, %s), %s, %s)",
+                (regclass, column, last_value, is_called),
+            )
+        conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(target, sql.Literal(comment)))
+        notes.append(f"indexes renamed to {[old for _, old in index_names]}")
+        if acl_rows or column_acl:
+            notes.append(f"{len(acl_rows or []) + len(column_acl)} grant(s) copied")
+        if serials:
+            notes.append(f"sequences {[s for _, s, _ in serials]} now owned by the new table")
+        if positions:
+            notes.append(f"identity sequences continue from {[p[4] for p in positions]}")
+        return notes
+
+    def merge_batches(
+        self,
+        conn: Any,
+        table: TableRef,
+        work: TableRef,
+        columns: Sequence[str],
+        update: Sequence[str],
+        keys: Sequence[str],
+        batch_rows: int,
+    ) -> Iterator[int]:
+        target, source = table_identifier(table), table_identifier(work)
+        with self._read(conn) as cur:
+            cur.execute(
+                sql.SQL(
+                    "SELECT pg_catalog.pg_relation_size({}::regclass)"
+                    " / current_setting('block_size')::int, (SELECT count(*) FROM {})"
+                ).format(sql.Literal(source.as_string(conn)), source)
+            )
+            pages, rows = cur.fetchone()
+        per_page = max(1.0, rows / max(pages, 1))
+        on_conflict = (
+            sql.SQL("DO UPDATE SET {} WHERE {} IS DISTINCT FROM {}").format(
+                sql.SQL(", ").join(
+                    sql.SQL("{} = EXCLUDED.{}").format(sql.Identifier(c), sql.Identifier(c))
+                    for c in update
+                ),
+                _row_text("dst", update),
+                _row_text("excluded", update),
+            )
+            if update
+            else sql.SQL("DO NOTHING")
+        )
+        for start, end in batch_bounds(int(pages), max(1, int(batch_rows / per_page))):
+            where = sql.SQL("ctid >= {}::tid").format(sql.Literal(f"({start},0)"))
+            if end >= 0:
+                where = sql.SQL("{} AND ctid < {}::tid").format(where, sql.Literal(f"({end},0)"))
+            with self.transaction(conn):
+                cur = conn.execute(
+                    sql.SQL(
+                        "INSERT INTO {} AS dst ({}) OVERRIDING SYSTEM VALUE"
+                        " SELECT {} FROM {} WHERE {} ON CONFLICT ({}) {}"
+                    ).format(
+                        target,
+                        _columns(columns),
+                        _columns(columns),
+                        source,
+                        where,
+                        _columns(keys),
+                        on_conflict,
+                    )
+                )
+                yield max(cur.rowcount, 0)
+
+    def merge_differences(
+        self,
+        conn: Any,
+        table: TableRef,
+        work: TableRef,
+        columns: Sequence[str],
+        keys: Sequence[str],
+    ) -> int:
+        join = sql.SQL(" AND ").join(
+            sql.SQL("t.{} = w.{}").format(sql.Identifier(k), sql.Identifier(k)) for k in keys
+        )
+        with self._read(conn) as cur:
+            cur.execute(
+                sql.SQL(
+                    "SELECT count(*) FROM {} w LEFT JOIN {} t ON {}"
+                    " WHERE t.ctid IS NULL OR {} IS DISTINCT FROM {}"
+                ).format(
+                    table_identifier(work),
+                    table_identifier(table),
+                    join,
+                    _row_text("t", columns),
+                    _row_text("w", columns),
+                )
+            )
+            row = cur.fetchone()
+        return int(row[0]) if row else 0
+
+    def duplicate_keys(
+        self, conn: Any, table: TableRef, keys: Sequence[str], limit: int = 5
+    ) -> list[str]:
+        with self._read(conn) as cur:
+            cur.execute(
+                sql.SQL(
+                    "SELECT {k}, count(*) FROM {t} GROUP BY {k} HAVING count(*) > 1 LIMIT {n}"
+                ).format(k=_columns(keys), t=table_identifier(table), n=sql.Literal(limit))
+            )
+            rows = cur.fetchall()
+        return describe_duplicate_keys(list(keys), rows)
+
+
+def _parts(table: TableRef) -> tuple[str, ...]:
+    return (table.schema, table.name) if table.schema else (table.name,)

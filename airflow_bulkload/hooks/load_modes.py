@@ -1,0 +1,311 @@
+"""The ``replace`` and ``upsert`` load modes around the usual prepare / load / finalize.
+
+A mode other than ``append`` loads into a work table (:func:`airflow_bulkload.modes.work_table`)
+that prepare creates from the target's definition and then strips as usual; the load tasks fill
+it under the chunk ledger; finalize rebuilds its indexes and publishes it: ``replace`` swaps it in
+and hands its ledger entries to the target, ``upsert`` merges it into the target by key, checks
+every row arrived, and drops it. The teardown (restore) drops an unpublished work table, so a
+failed run leaves the target as it was.
+
+Every step can run again: a work table is marked with its load and input, so a re-run finds its
+own (and resumes) or a stale one (and starts afresh); a work table that is gone was published.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from contextlib import closing
+from dataclasses import replace
+from typing import Any
+
+from airflow_bulkload.catalog import LoadRecord, TableRef
+from airflow_bulkload.exceptions import LoadModeError, LoadVerificationError
+from airflow_bulkload.hooks.table_state import TableStateHook
+from airflow_bulkload.modes import APPEND, REPLACE, UPSERT, merge_columns, old_table, work_table
+from airflow_bulkload.s3io import parse_s3_uri, s3_client
+from airflow_bulkload.staging.manifest import Manifest, read_manifest
+from airflow_bulkload.table_state import STATUS_DONE
+
+#: rows per merge transaction of an upsert
+MERGE_BATCH_ROWS = 200_000
+
+
+def input_tag(manifest: Manifest) -> str:
+    """What identifies the staged input: its chunks' keys and checksums."""
+    chunks = sorted((c.key, c.checksum) for c in manifest.chunks)
+    return hashlib.sha256(json.dumps(chunks).encode()).hexdigest()[:16]
+
+
+class LoadModesHook(TableStateHook):
+    """:class:`~airflow_bulkload.hooks.table_state.TableStateHook` with the work-table steps."""
+
+    hook_name = "Bulk Load modes"
+
+    def load_table(self, table: str, mode: str) -> str:
+        """The table the chunks of a ``mode`` load go into: the target, or its work table."""
+        if mode == APPEND:
+            return table
+        with closing(self.get_conn()) as conn:
+            dialect = self.dialect
+            ref = dialect.qualified_name(conn, dialect.table_ref(table))
+        return str(work_table(ref, mode, dialect.max_identifier_length))
+
+    def check_mode(self, table: str, mode: str, keys: list[str] | None) -> None:
+        """Refuse a mode the table cannot take as promised (:class:`LoadModeError`)."""
+        if mode == APPEND:
+            return
+        with self._session() as conn:
+            ref = self._ref(conn, table)
+            blockers = self.dialect.mode_blockers(conn, ref, mode, keys)
+        if blockers:
+            raise LoadModeError(
+                f"{ref} cannot be loaded with mode={mode!r}: it has "
+                + "; ".join(blockers)
+                + (
+                    ". A swap would lose them; load with mode='append' (and reload=True to "
+                    "replace a date's rows)"
+                    if mode == REPLACE
+                    else ""
+                )
+            )
+
+    # -- prepare -----------------------------------------------------------------------------------
+    def prepare_work_table(
+        self,
+        table: str,
+        *,
+        mode: str,
+        load_id: str,
+        manifest: str,
+        upsert_keys: list[str] | None = None,
+        claim_timeout: float = 0.0,
+    ) -> dict[str, Any]:
+        """Create (or find again) the work table of a ``replace``/``upsert`` load and prepare it.
+
+        The target is not changed. A work table another load or another input left behind is
+        dropped with its ledger entries; this load's own is kept, with the chunks committed so far.
+        """
+        self.check_mode(table, mode, upsert_keys)
+        staged = read_manifest(s3_client(self.aws_conn_id), manifest, required=True)
+        dialect = self.dialect
+        with self._session() as conn:
+            ref = self._ref(conn, table)
+            work = work_table(ref, mode, dialect.max_identifier_length)
+            digest = hashlib.sha256(f"{load_id}\0{input_tag(staged)}".encode()).hexdigest()[:16]
+            marker = f"airflow_bulkload {mode} work table of {ref.name}, load {digest}"
+            found = dialect.work_table_marker(conn, work)
+            if found == marker:
+                self.log.info("%s: continuing with work table %s (this load's)", ref, work)
+            else:
+                if found is not None:
+                    self.log.warning(
+                        "%s: dropping work table %s left by another load or input (%r)",
+                        ref,
+                        work,
+                        found,
+                    )
+                    self._discard(conn, work, load_id)
+                dialect.create_work_table(conn, ref, work, mode)
+                dialect.mark_work_table(conn, work, marker)
+                self.log.info("%s: created work table %s for mode %s", ref, work, mode)
+        # the work table is empty: prepare's "auto" drops every index it may (the floor's path)
+        result = self.prepare(str(work), load_id=load_id, claim_timeout=claim_timeout)
+        return {**result, "mode": mode, "target": str(ref), "work_table": str(work)}
+
+    def _discard(self, conn: Any, work: TableRef, load_id: str) -> None:
+        """Drop a work table, its ledger entries, and close its saved state and claim."""
+        dialect = self.dialect
+        dialect.drop_table_if_exists(conn, work)
+        with dialect.transaction(conn):
+            for entry in dialect.ledger_entries(conn, work, ""):
+                dialect.forget_chunk(conn, entry)
+            dialect.delete_load_records(conn, work, "")
+            state = dialect.read_table_state(conn, work, load_id)
+            if state is not None and state["status"] != STATUS_DONE:
+                dialect.set_table_state_status(conn, work, load_id, STATUS_DONE, None)
+            dialect.release_table_claim(conn, work, load_id)
+
+    def _move_ledger(self, conn: Any, source: TableRef, target: TableRef) -> int:
+        """Hand ``source``'s ledger entries to ``target``, whose own entries go (its rows did)."""
+        dialect = self.dialect
+        moved = dialect.ledger_entries(conn, source, "")
+        if not moved:
+            return 0
+        for entry in dialect.ledger_entries(conn, target, ""):
+            dialect.forget_chunk(conn, entry)
+        dialect.delete_load_records(conn, target, "")
+        for entry in moved:
+            dialect.forget_chunk(conn, entry)
+            dialect.record_chunk(conn, replace(entry, table=str(target)))
+        return len(moved)
+
+    # -- finalize ----------------------------------------------------------------------------------
+    def finalize_work_table(
+        self,
+        table: str,
+        *,
+        mode: str,
+        load_id: str,
+        manifest: str,
+        upsert_keys: list[str] | None = None,
+        parallelism: int | str = "auto",
+        maintenance_work_mem: str = "1GB",
+        analyze: bool = True,
+    ) -> dict[str, Any]:
+        """Rebuild the work table's indexes, then publish it into the target (swap or merge)."""
+        dialect = self.dialect
+        with self._session() as conn:
+            ref = self._ref(conn, table)
+            work = work_table(ref, mode, dialect.max_identifier_length)
+            exists = dialect.table_exists(conn, work)
+        result: dict[str, Any] = {"mode": mode, "target": str(ref), "work_table": str(work)}
+        if exists:
+            result.update(
+                self.finalize(
+                    str(work),
+                    load_id=load_id,
+                    parallelism=parallelism,
+                    maintenance_work_mem=maintenance_work_mem,
+                    # the work table becomes the target on replace: its statistics are the target's
+                    analyze=analyze and mode == REPLACE,
+                    manifest=manifest,
+                )
+            )
+        staging_prefix = parse_s3_uri(manifest.rsplit("/", 1)[0] + "/")[1]
+        started = time.monotonic()
+        with self._session() as conn:
+            if mode == REPLACE:
+                result["published"] = self._swap(conn, ref, work, load_id, staging_prefix, exists)
+            else:
+                result["published"] = self._merge(
+                    conn, ref, work, load_id, staging_prefix, manifest, upsert_keys, exists
+                )
+                if analyze and exists:
+                    dialect.analyze(conn, ref)
+            with dialect.transaction(conn):
+                dialect.release_table_claim(conn, ref, load_id)
+        result["publish_seconds"] = round(time.monotonic() - started, 3)
+        return result
+
+    def _swap(
+        self,
+        conn: Any,
+        ref: TableRef,
+        work: TableRef,
+        load_id: str,
+        staging_prefix: str,
+        exists: bool,
+    ) -> str:
+        dialect = self.dialect
+        if not exists:
+            # published by an earlier try; on MySQL the rename commits before the ledger moves
+            with dialect.transaction(conn):
+                self._move_ledger(conn, work, ref)
+            self.log.info("%s: the work table %s was already swapped in", ref, work)
+            return "already swapped in"
+        with dialect.transaction(conn):
+            notes = dialect.swap_in(conn, ref, work, old_table(ref, dialect.max_identifier_length))
+            moved = self._move_ledger(conn, work, ref)
+            dialect.write_load_record(
+                conn, LoadRecord(str(ref), staging_prefix, load_id, empty_before=True)
+            )
+        self.log.info(
+            "%s: swapped in %s, old table dropped; %d chunk(s) in the ledger; %s",
+            ref,
+            work,
+            moved,
+            "; ".join(notes),
+        )
+        return "swapped in"
+
+    def _merge(
+        self,
+        conn: Any,
+        ref: TableRef,
+        work: TableRef,
+        load_id: str,
+        staging_prefix: str,
+        manifest_uri: str,
+        upsert_keys: list[str] | None,
+        exists: bool,
+    ) -> str:
+        dialect = self.dialect
+        if not exists:
+            self.log.info("%s: the work table %s was already merged", ref, work)
+            return "already merged"
+        info = dialect.describe_table(conn, ref)
+        keys = upsert_keys or list(info.primary_key)
+        staged = read_manifest(s3_client(self.aws_conn_id), manifest_uri, required=True)
+        loaded = staged.chunks[0].columns if staged.chunks else None
+        generated = set(info.extra.get("generated_columns", []))
+        columns, update = merge_columns(
+            [c.name for c in info.columns if c.name not in generated], loaded, keys
+        )
+        doubles = dialect.duplicate_keys(conn, work, keys)
+        if doubles:
+            raise LoadModeError(
+                f"the input holds a key more than once ({'; '.join(doubles)}): an upsert needs "
+                f"one row per key of {ref}; nothing was merged"
+            )
+        started, total, batches = time.monotonic(), 0, 0
+        for rows in dialect.merge_batches(conn, ref, work, columns, update, keys, MERGE_BATCH_ROWS):
+            total, batches = total + rows, batches + 1
+            elapsed = time.monotonic() - started
+            self.log.info(
+                "%s: merge batch %d: %d rows written (%d so far, %.0f rows/s)",
+                ref,
+                batches,
+                rows,
+                total,
+                total / elapsed if elapsed else 0.0,
+            )
+        differences = dialect.merge_differences(conn, ref, work, columns, keys)
+        if differences:
+            raise LoadVerificationError(
+                f"{ref}: after the merge, {differences} input row(s) are missing from the table "
+                "or hold other values; the work table is kept for a retry"
+            )
+        with dialect.transaction(conn):
+            dialect.write_load_record(
+                conn,
+                LoadRecord(str(ref), staging_prefix, load_id, empty_before=False, verified=True),
+            )
+        self._discard(conn, work, load_id)
+        self.log.info(
+            "%s: merged %s in %d batch(es) (%d rows inserted or changed), every input row "
+            "checked in the table; work table dropped",
+            ref,
+            work,
+            batches,
+            total,
+        )
+        return "merged"
+
+    # -- restore -----------------------------------------------------------------------------------
+    def restore_work_table(self, table: str, *, mode: str, load_id: str) -> dict[str, Any]:
+        """The teardown: drop an unpublished work table (the target stays as it was)."""
+        dialect = self.dialect
+        with self._session() as conn:
+            ref = self._ref(conn, table)
+            work = work_table(ref, mode, dialect.max_identifier_length)
+            if dialect.table_exists(conn, work):
+                self._discard(conn, work, load_id)
+                status = "work table dropped; the target is as it was"
+            elif mode == REPLACE:
+                with dialect.transaction(conn):  # a swap cut short between rename and ledger
+                    moved = self._move_ledger(conn, work, ref)
+                status = "already published" + (f" ({moved} ledger entries moved)" if moved else "")
+            else:
+                status = "already published"
+            with dialect.transaction(conn):
+                dialect.release_table_claim(conn, ref, load_id)
+        self.log.info("%s: %s (mode %s, load %s)", ref, status, mode, load_id)
+        return {"load_id": load_id, "table": str(ref), "mode": mode, "status": status}
+
+
+def check_upsert_arguments(mode: str, upsert_keys: list[str] | None) -> None:
+    """``upsert_keys`` only with ``mode="upsert"``."""
+    if upsert_keys and mode != UPSERT:
+        raise ValueError(f"upsert_keys is for mode='upsert', not mode={mode!r}")
