@@ -46,6 +46,9 @@ class _TableOperator(TableTaskOperator):
     """Shared: the table, its connections and the load id."""
 
     ui_color = "#e8e0f5"
+    #: set by the operators that take a mode (prepare, finalize, restore)
+    mode: str = APPEND
+    upsert_keys: list[str] | str | None = None
 
     def __init__(
         self,
@@ -54,14 +57,10 @@ class _TableOperator(TableTaskOperator):
         conn_id: str,
         load_id: str | None = None,
         aws_conn_id: str | None = "aws_default",
-        mode: str = APPEND,
-        upsert_keys: list[str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
         self.load_id = load_id
-        self.mode = mode
-        self.upsert_keys = upsert_keys
 
     def _check_mode(self) -> None:
         self.load_mode()
@@ -194,6 +193,10 @@ class PrepareTableOperator(_TableOperator):
     :param load_id: the key of the saved state; default ``dag_id/table/logical date``.
     :param claim_timeout: seconds to wait for another load's claim on the table (default 0: fail
         at once, naming the holder).
+    :param mode: ``append`` (default), or ``replace``/``upsert`` (templated): the target stays as
+        it is; a work table is created from its definition (``manifest`` required) and prepared
+        (see :mod:`airflow_bulkload.modes`).
+    :param upsert_keys: with ``upsert``: the unique key to merge on (default the primary key).
     """
 
     template_fields: Sequence[str] = (
@@ -229,14 +232,10 @@ class PrepareTableOperator(_TableOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(
-            table=table,
-            conn_id=conn_id,
-            load_id=load_id,
-            aws_conn_id=aws_conn_id,
-            mode=mode,
-            upsert_keys=upsert_keys,
-            **kwargs,
+            table=table, conn_id=conn_id, load_id=load_id, aws_conn_id=aws_conn_id, **kwargs
         )
+        self.mode = mode
+        self.upsert_keys = upsert_keys
         self.drop_indexes = drop_indexes
         self.drop_primary_key = drop_primary_key
         self.drop_foreign_keys = drop_foreign_keys
@@ -338,6 +337,11 @@ class FinalizeTableOperator(_TableOperator):
     :param manifest: the staged input's ``manifest.json`` URI (templated); with it, a duplicate
         key is also looked up in the input files and the error names the lines holding it.
     :param aws_conn_id: AWS connection to read the manifest and the input files.
+    :param mode: ``append`` (default), or ``replace``/``upsert`` (templated): rebuild the work
+        table's indexes, then swap it in (replace) or merge it by key, check every row and drop it
+        (upsert); ``manifest`` required
+        (see :mod:`airflow_bulkload.modes`).
+    :param upsert_keys: with ``upsert``: the unique key to merge on (default the primary key).
     """
 
     template_fields: Sequence[str] = (
@@ -367,14 +371,10 @@ class FinalizeTableOperator(_TableOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(
-            table=table,
-            conn_id=conn_id,
-            load_id=load_id,
-            aws_conn_id=aws_conn_id,
-            mode=mode,
-            upsert_keys=upsert_keys,
-            **kwargs,
+            table=table, conn_id=conn_id, load_id=load_id, aws_conn_id=aws_conn_id, **kwargs
         )
+        self.mode = mode
+        self.upsert_keys = upsert_keys
         self.parallelism = parallelism
         self.maintenance_work_mem = maintenance_work_mem
         self.analyze = analyze
@@ -426,10 +426,25 @@ class RestoreTableOperator(_TableOperator):
     :param table: ``schema.table`` (PostgreSQL) or ``db.table``/``table`` (MySQL).
     :param conn_id: a ``postgres`` or ``mysql`` connection.
     :param load_id: as given to :class:`PrepareTableOperator`.
+    :param mode: ``append`` (default), or ``replace``/``upsert`` (templated): the target was
+        never changed: drop the work table unless it was published
+        (see :mod:`airflow_bulkload.modes`).
     """
 
     template_fields: Sequence[str] = ("table", "conn_id", "load_id", "mode")
     ui_color = "#e3f1d4"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        conn_id: str,
+        load_id: str | None = None,
+        mode: str = APPEND,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, conn_id=conn_id, load_id=load_id, **kwargs)
+        self.mode = mode
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self._check_mode)

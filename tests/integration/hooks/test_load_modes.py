@@ -77,15 +77,19 @@ def rows(db: TestDatabase) -> dict[int, tuple[Any, ...]]:
 
 def catalog(db: TestDatabase) -> list[tuple[Any, ...]]:
     if db.engine == "postgres":
-        return db.query(
-            "SELECT indexname, regexp_replace(indexdef, ' ON .* USING', ' USING')"
-            " FROM pg_indexes WHERE tablename = 'items' ORDER BY 1"
-        ) + db.query(
-            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint"
-            " WHERE conrelid = 'items'::regclass ORDER BY 1"
-        ) + db.query(
-            "SELECT reloptions::text, obj_description('items'::regclass, 'pg_class'),"
-            " relacl::text FROM pg_class WHERE oid = 'items'::regclass"
+        return (
+            db.query(
+                "SELECT indexname, regexp_replace(indexdef, ' ON .* USING', ' USING')"
+                " FROM pg_indexes WHERE tablename = 'items' ORDER BY 1"
+            )
+            + db.query(
+                "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint"
+                " WHERE conrelid = 'items'::regclass ORDER BY 1"
+            )
+            + db.query(
+                "SELECT reloptions::text, obj_description('items'::regclass, 'pg_class'),"
+                " relacl::text FROM pg_class WHERE oid = 'items'::regclass"
+            )
         )
     return db.query(
         "SELECT INDEX_NAME, COLUMN_NAME, SEQ_IN_INDEX, NON_UNIQUE FROM information_schema.STATISTICS"
@@ -110,7 +114,9 @@ def test_replace_swaps_in_the_input_and_keeps_the_definition(
     create_items(any_db)
     insert_old(any_db, 1, 100)
     if any_db.engine == "postgres":
-        any_db.query("DO $$ BEGIN CREATE ROLE bl_reader; EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+        any_db.query(
+            "DO $$ BEGIN CREATE ROLE bl_reader; EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+        )
         any_db.query("GRANT SELECT ON items TO bl_reader")
     before = catalog(any_db)
     put_input(moto_server, s3_bucket, 50, 400)
@@ -277,5 +283,5 @@ def test_modes_refuse_tables_they_cannot_load_as_promised(any_db: TestDatabase) 
     hook.check_mode("items", "upsert", ["price", "name"])  # the unique (name, price) key
     if any_db.engine == "postgres":
         any_db.query("CREATE VIEW cheap AS SELECT * FROM keyless WHERE a < 10")
-        with pytest.raises(LoadModeError, match="views that read it: cheap"):
+        with pytest.raises(LoadModeError, match=r"views that read it .*: cheap"):
             hook.check_mode("keyless", "replace", None)
