@@ -86,7 +86,10 @@ class WorkTables(abc.ABC):
         columns: Sequence[str],
         keys: Sequence[str],
     ) -> int:
-        """Rows of ``work`` whose key is missing from ``table`` or whose ``columns`` differ."""
+        """Rows of ``work`` whose key is missing from ``table`` or whose ``columns`` differ.
+
+        Keys match as the engine matches them (its collations); ``columns`` compare byte-exact.
+        """
 
     @abc.abstractmethod
     def duplicate_keys(

@@ -261,7 +261,8 @@ class LoadModesHook(TableStateHook):
                 total,
                 total / elapsed if elapsed else 0.0,
             )
-        differences = dialect.merge_differences(conn, ref, work, columns, keys)
+        # keys compare as the engine compares them (a case-insensitive key matches its other case)
+        differences = dialect.merge_differences(conn, ref, work, update, keys)
         if differences:
             raise LoadVerificationError(
                 f"{ref}: after the merge, {differences} input row(s) are missing from the table "

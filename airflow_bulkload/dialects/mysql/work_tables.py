@@ -234,7 +234,7 @@ class MySqlWorkTables(MySqlSession, WorkTables):
             conn,
             f"SELECT COUNT(*) FROM {quote_table(work)} w LEFT JOIN {quote_table(table)} t"  # noqa: S608 (quoted)
             f" ON {join} WHERE t.{quote_identifier(keys[0], 'column name')} IS NULL"
-            f" OR {_row_bytes('t', columns)} <> {_row_bytes('w', columns)}",
+            + (f" OR {_row_bytes('t', columns)} <> {_row_bytes('w', columns)}" if columns else ""),
         )
         conn.commit()
         return count

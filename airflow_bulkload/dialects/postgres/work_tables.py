@@ -388,14 +388,16 @@ class PostgresWorkTables(PostgresTablePrep, WorkTables):
         with self._read(conn) as cur:
             cur.execute(
                 sql.SQL(
-                    "SELECT count(*) FROM {} w LEFT JOIN {} t ON {}"
-                    " WHERE t.ctid IS NULL OR {} IS DISTINCT FROM {}"
+                    "SELECT count(*) FROM {} w LEFT JOIN {} t ON {} WHERE t.ctid IS NULL{}"
                 ).format(
                     table_identifier(work),
                     table_identifier(table),
                     join,
-                    _row_text("t", columns),
-                    _row_text("w", columns),
+                    sql.SQL(" OR {} IS DISTINCT FROM {}").format(
+                        _row_text("t", columns), _row_text("w", columns)
+                    )
+                    if columns
+                    else sql.SQL(""),
                 )
             )
             row = cur.fetchone()
