@@ -8,7 +8,7 @@ import pytest
 
 from airflow_bulkload.advice import PreflightInputs, Severity, evaluate
 from airflow_bulkload.advice import evidence as ev
-from airflow_bulkload.advice.models import Finding
+from airflow_bulkload.advice.models import Finding, InputSummary
 from airflow_bulkload.catalog import ServerFacts
 from tests.unit.advice.factories import GB, MB, inputs, instance, staged, table
 
@@ -420,3 +420,15 @@ def test_a_loader_that_may_not_checkpoint_is_warned() -> None:
         )
         == []
     )
+
+
+def test_load_mode_suggests_replace_for_a_snapshot_and_warns_of_a_small_replace() -> None:
+    big = table(rows=1000, size_bytes=GB)
+    snapshot = only(inputs("postgres", big, input=staged(GB)), "load_mode")
+    assert snapshot.severity == Severity.INFO and "mode='replace'" in snapshot.fix
+    increment = InputSummary(total_bytes=MB, total_rows=50)
+    small = only(inputs("mysql", big, input=increment, mode="replace"), "load_mode")
+    assert small.severity == Severity.WARN and "upsert" in small.fix
+    assert not findings(inputs("mysql", big, input=increment), "load_mode")
+    empty = only(inputs("postgres", table(), input=increment, mode="upsert"), "load_mode")
+    assert "append" in empty.fix
