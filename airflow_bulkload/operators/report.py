@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
+from airflow.sdk.bases.xcom import BaseXCom
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_bulkload.knobs import parse_flag
 from airflow_bulkload.modes import parse_mode
@@ -187,6 +189,8 @@ class LoadReportOperator(TableTaskOperator):
     :param aws_conn_id: AWS connection to read the manifest.
     :param mode: the load's mode (``append``/``replace``/``upsert``); an upsert's rows were
         checked when they merged.
+    :param outlets: Assets the load updates; each gets an event whose extra carries the load's
+        numbers. An empty input skips the task instead: no event, so no consumer runs on nothing.
     :param validate_only: the report of a dry run (the load tasks' ``validate_only``): what
         would load, and nothing checked in the table, which the run did not change.
     """
@@ -283,6 +287,14 @@ class LoadReportOperator(TableTaskOperator):
         # one machine-readable line, for scripts that read the task log
         self.log.info("BULKLOAD_REPORT %s", json.dumps(summary))  # stages in pipeline order
         self._summary = summary
+        if self.outlets and summary["verification"].get("input_empty"):
+            # consumers of the Assets would run on a load that added nothing: skip, which emits
+            # no Asset event, and keep the summary where the return value would be
+            ti.xcom_push(key=BaseXCom.XCOM_RETURN_KEY, value=summary)
+            raise AirflowSkipException(
+                f"{self.table}: the input is empty, nothing loaded: no Asset event for "
+                + ", ".join(getattr(o, "uri", str(o)) for o in self.outlets)
+            )
         return summary
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:

@@ -14,6 +14,7 @@ DAG_SOURCE = """
 import pendulum
 from airflow.sdk import DAG
 
+from airflow_bulkload.assets import create_asset
 from airflow_bulkload.pipeline import bulk_load_table, mode_param
 
 with DAG({dag_id!r}, schedule="@daily", start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
@@ -28,6 +29,7 @@ with DAG({dag_id!r}, schedule="@daily", start_date=pendulum.datetime(2026, 1, 1,
         parallelism=2,
         bulk_mode="off",
         mode="{{{{ params.mode }}}}",
+        outlets=[create_asset(conn_id={conn_id!r}, table="items")],
     )
 """
 
@@ -76,6 +78,7 @@ def test_replace_then_upsert_through_the_pipeline(
 
     snapshot = {i: f"item {i}" for i in range(1, 401)}
     _put(moto_server, s3_bucket, "2026-11-21", snapshot)
+    events = _asset_events()
     run = run_dag_source(
         source,
         DAG_ID,
@@ -85,6 +88,7 @@ def test_replace_then_upsert_through_the_pipeline(
     )
     assert run.state == DagRunState.SUCCESS
     assert _rows(db) == snapshot  # the stale rows went with the old table
+    assert _asset_events() == events + 1
     assert _indexes(db) == indexes
 
     changes = {i: f"changed {i}" for i in range(390, 421)}
@@ -105,3 +109,40 @@ def test_replace_then_upsert_through_the_pipeline(
     ).xcom_pull(task_ids="load_items.report")
     summary = report if isinstance(report, dict) else json.loads(report)
     assert summary["mode"] == "upsert" and summary["verification"]["verified"]
+
+
+def _asset_events() -> int:
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+    from sqlalchemy import func, select
+
+    with create_session() as session:
+        return int(session.scalar(select(func.count()).select_from(AssetEvent)) or 0)
+
+
+def test_an_empty_snapshot_replaces_nothing_and_announces_nothing(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, airflow_db: Path, tmp_path: Path
+) -> None:
+    from airflow.utils.state import DagRunState
+    from pendulum import datetime
+
+    pg_db.query("CREATE TABLE items (id int PRIMARY KEY, name varchar(40) NOT NULL, qty int)")
+    pg_db.query("INSERT INTO items VALUES (1, 'kept', 1)")
+    _put(moto_server, s3_bucket, "2026-11-23", {})  # a header, no rows: the export failed
+    source = DAG_SOURCE.format(dag_id=DAG_ID + "_empty", conn_id=pg_db.conn_id, bucket=s3_bucket)
+    events = _asset_events()
+    run = run_dag_source(
+        source,
+        DAG_ID + "_empty",
+        tmp_path / "dags",
+        logical_date=datetime(2026, 11, 23),
+        run_conf={"mode": "replace"},
+    )
+    assert run.state == DagRunState.SUCCESS
+    assert _rows(pg_db) == {1: "kept"}
+    assert pg_db.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public'") == [
+        ("items",)
+    ]
+    assert _asset_events() == events
+    states = {ti.task_id.rsplit(".", 1)[-1]: ti.state for ti in run.get_task_instances()}
+    assert states["report"] == "skipped"
