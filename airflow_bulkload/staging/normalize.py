@@ -81,12 +81,15 @@ def read_csv_sql(
     with_filename: bool = False,
     set_aside: bool = False,
     skip_bad: bool = False,
+    types: Mapping[str, str] | None = None,
 ) -> str:
     """The ``read_csv(...)`` table function for the inputs, every column as VARCHAR.
 
     ``set_aside``: records that do not read as ``fmt`` go to DuckDB's rejects tables
-    (:mod:`~airflow_bulkload.staging.rejects`) instead of failing the read.
+    (:mod:`~airflow_bulkload.staging.rejects`) instead of failing the read. ``types``: these
+    columns are read as these DuckDB types instead (a value that does not convert is an error).
     """
+    types = types or {}
     options = {
         "delim": duck_literal(fmt.delimiter),
         "quote": duck_literal(fmt.quote),
@@ -108,7 +111,15 @@ def read_csv_sql(
     }
     if not sniff:
         names = list(columns) if columns else [f"column{i}" for i in range(column_count or 0)]
-        options["columns"] = "{" + ", ".join(f"{duck_literal(n)}: 'VARCHAR'" for n in names) + "}"
+        options["columns"] = (
+            "{"
+            + ", ".join(
+                f"{duck_literal(n)}: {duck_literal(types.get(n, 'VARCHAR'))}" for n in names
+            )
+            + "}"
+        )
+        if types:
+            options["all_varchar"] = "false"
     elif columns:
         options["names"] = _list_literal(columns)
     if with_filename:
@@ -168,6 +179,8 @@ def normalize(
             con.execute(f"SET threads = {int(threads)}")
         # order matters only when sorting; without it DuckDB streams with less memory
         con.execute(f"SET preserve_insertion_order = {'true' if sort_key else 'false'}")
+        checks: dict[str, str] = {}
+        readable = 0
         if fmt.self_describing:
             if max_errors:
                 raise InputFormatError(
@@ -200,9 +213,25 @@ def normalize(
                 raise InputFormatError(
                     f"columns names {len(columns)} columns but the input has {len(detected)}"
                 )
-            source = _source_by_header(
-                con, paths, fmt, columns, detected, names, set_aside=max_errors > 0
-            )
+            checks = rejects.type_checks(detected, table_types or {}) if max_errors else {}
+            if checks:
+                # a first read with the checked columns typed sets their bad values aside (with
+                # line and column); the staged read keeps the text and leaves the same records out
+                typed = _source_by_header(
+                    con, paths, fmt, columns, detected, names, set_aside=True, types=checks
+                )
+                try:
+                    readable = rejects.count_readable(con, typed, checks)
+                except duckdb.Error as exc:
+                    raise InputFormatError(
+                        f"cannot read the input: {_explain(exc, names)}"
+                    ) from exc
+                source = _source_by_header(con, paths, fmt, columns, detected, names, skip_bad=True)
+                source = f"(SELECT * FROM {source} WHERE {rejects.type_filter(checks)})"  # noqa: S608
+            else:
+                source = _source_by_header(
+                    con, paths, fmt, columns, detected, names, set_aside=max_errors > 0
+                )
         missing = [k for k in sort_key if k not in detected]
         if missing:
             raise InputFormatError(
@@ -232,6 +261,12 @@ def normalize(
         except duckdb.Error as exc:
             raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
         rows = int(result[0]) if result else 0
+        if checks and rows != readable:
+            raise InputFormatError(
+                f"staging's value checks kept {rows} records where DuckDB's typed read of the "
+                f"same input kept {readable}: nothing was staged; load with max_errors=0 (every "
+                "value then goes to the server as written)"
+            )
         rejected = 0
         if max_errors > 0:
             try:
@@ -347,6 +382,8 @@ def _source_by_header(
     names: Mapping[str, str],
     *,
     set_aside: bool = False,
+    skip_bad: bool = False,
+    types: Mapping[str, str] | None = None,
 ) -> str:
     """The rows of every file, each mapped by its own header onto the first file's column order.
 
@@ -354,17 +391,18 @@ def _source_by_header(
     the header's columns by position, so a ``columns`` list that names a header column at another
     position (a swap) is refused rather than silently exchanging the two.
     """
+    how: dict[str, Any] = {"set_aside": set_aside, "skip_bad": skip_bad, "types": types}
     if not fmt.header:
-        return read_csv_sql(paths, fmt, columns or detected, set_aside=set_aside)
+        return read_csv_sql(paths, fmt, columns or detected, **how)
     for path in paths:
         _refuse_repeated_names(path, fmt, names)
     headers = {
-        path: _file_header(con, path, fmt, names, set_aside)
+        path: _file_header(con, path, fmt, names, set_aside or skip_bad)
         for path in paths
         if path.stat().st_size
     }
     if not headers:
-        return read_csv_sql(paths, fmt, columns or detected, set_aside=set_aside)
+        return read_csv_sql(paths, fmt, columns or detected, **how)
     first_path, first = next(iter(headers.items()))
 
     def where(path: Path) -> str:
@@ -384,14 +422,14 @@ def _source_by_header(
     for path, header in headers.items():
         groups.setdefault(tuple(header), []).append(path)
     if len(groups) == 1:
-        return read_csv_sql(paths, fmt, columns or detected, set_aside=set_aside)
+        return read_csv_sql(paths, fmt, columns or detected, **how)
     if columns:
         raise InputFormatError(
             f"the input's files order their columns differently ({sorted(groups)[:2]} ...), and "
             "columns= renames by position: leave columns out to map each file by its header"
         )
     parts = " UNION ALL BY NAME ".join(
-        f"SELECT * FROM {read_csv_sql(group, fmt, list(header), set_aside=set_aside)}"  # noqa: S608
+        f"SELECT * FROM {read_csv_sql(group, fmt, list(header), **how)}"  # noqa: S608
         for header, group in groups.items()
     )
     selected = ", ".join(duck_ident(c) for c in first)

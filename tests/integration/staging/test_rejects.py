@@ -170,3 +170,45 @@ def test_the_threshold_holds_over_all_staging_groups_and_rejects_go_to_reject_ur
         "MISSING COLUMNS",
         "TOO MANY COLUMNS",
     ]
+
+
+def test_values_an_integer_column_cannot_take_are_set_aside_with_their_column(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
+) -> None:
+    create_notes(any_db)
+    wrong = {
+        10: b"900010,n is text,abc\n",
+        20: b'900020,n is a quoted empty string,""\n',
+        30: b"not-a-number,id is text,30\n",
+        40: b"900040,n is null,\n",  # NULL: kept
+        50: b"900050,too few\n",  # a parse error as before, in the same rejects file
+    }
+    put(moto_server, s3_bucket, "in/export.csv", body(wrong))
+    types = {"id": "integer", "note": "text", "n": "int(11)"}
+
+    staged = plan(moto_server, s3_bucket, max_errors=5, table_types=types)
+    load(any_db, staged)
+
+    assert staged.manifest is not None and staged.manifest.rejected_rows == 4
+    assert any_db.query("SELECT count(*), count(n) FROM notes") == [(GOOD + 1, GOOD)]
+    rows = read_rejects(moto_server, staged.manifest.rejects[0])
+    assert [(int(r["line"]), r["column"], r["error"]) for r in rows] == [
+        (11, "n", "CAST"),
+        (22, "n", "CAST"),
+        (33, "id", "CAST"),
+        (55, "n", "MISSING COLUMNS"),
+    ]
+    assert rows[0]["record"] == "900010,n is text,abc"
+
+    with pytest.raises(InputFormatError, match=r"4 records .* line 11, column n: CAST"):
+        plan(moto_server, s3_bucket, max_errors=3, table_types=types)
+
+
+def test_without_max_errors_values_are_not_checked_in_staging(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
+) -> None:
+    create_notes(any_db)
+    put(moto_server, s3_bucket, "in/export.csv", body({10: b"900010,n is text,abc\n"}))
+    staged = plan(moto_server, s3_bucket, table_types={"id": "integer", "n": "integer"})
+    with pytest.raises(BulkLoadError, match="abc"):
+        load(any_db, staged)
