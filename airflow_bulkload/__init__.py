@@ -49,6 +49,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_bulkload.hooks.bulk_load",
                     "airflow_bulkload.hooks.bulk_mode",
                     "airflow_bulkload.hooks.table_state",
+                    "airflow_bulkload.hooks.load_modes",
                 ],
             }
         ],
