@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_bulkload.catalog import TableRef
@@ -105,6 +106,20 @@ def merge_columns(
             "every row must carry its key"
         )
     return present, [c for c in present if c not in keys]
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """One upsert's merge: ``work`` into ``table`` by ``keys``.
+
+    It inserts ``columns`` and, for a key already in ``table``, updates ``update``.
+    """
+
+    table: TableRef
+    work: TableRef
+    columns: tuple[str, ...]
+    update: tuple[str, ...]
+    keys: tuple[str, ...]
 
 
 def batch_bounds(total_pages: int, pages_per_batch: int) -> list[tuple[int, int]]:

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from airflow_bulkload.catalog import TableRef
+from airflow_bulkload.modes import MergeSpec
 
 
 class WorkTables(abc.ABC):
@@ -61,34 +62,17 @@ class WorkTables(abc.ABC):
         """
 
     @abc.abstractmethod
-    def merge_batches(
-        self,
-        conn: Any,
-        table: TableRef,
-        work: TableRef,
-        columns: Sequence[str],
-        update: Sequence[str],
-        keys: Sequence[str],
-        batch_rows: int,
-    ) -> Iterator[int]:
-        """Merge ``work`` into ``table`` by ``keys``, one committed batch at a time.
+    def merge_batches(self, conn: Any, merge: MergeSpec, batch_rows: int) -> Iterator[int]:
+        """Run ``merge``, one committed batch of about ``batch_rows`` rows at a time.
 
-        Each batch inserts ``columns`` and, for a key already in ``table``, updates ``update``;
-        yields the rows each batch read. A merge run again gives the same table.
+        Yields the rows each batch wrote. A merge run again gives the same table.
         """
 
     @abc.abstractmethod
-    def merge_differences(
-        self,
-        conn: Any,
-        table: TableRef,
-        work: TableRef,
-        columns: Sequence[str],
-        keys: Sequence[str],
-    ) -> int:
-        """Rows of ``work`` whose key is missing from ``table`` or whose ``columns`` differ.
+    def merge_differences(self, conn: Any, merge: MergeSpec) -> int:
+        """Work-table rows whose key is missing from the table or whose updated columns differ.
 
-        Keys match as the engine matches them (its collations); ``columns`` compare byte-exact.
+        Keys match as the engine matches them (its collations); the columns compare byte-exact.
         """
 
     @abc.abstractmethod

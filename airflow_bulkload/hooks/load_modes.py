@@ -23,7 +23,15 @@ from typing import Any
 from airflow_bulkload.catalog import LoadRecord, TableRef
 from airflow_bulkload.exceptions import LoadModeError, LoadVerificationError
 from airflow_bulkload.hooks.table_state import TableStateHook
-from airflow_bulkload.modes import APPEND, REPLACE, UPSERT, merge_columns, old_table, work_table
+from airflow_bulkload.modes import (
+    APPEND,
+    REPLACE,
+    UPSERT,
+    MergeSpec,
+    merge_columns,
+    old_table,
+    work_table,
+)
 from airflow_bulkload.s3io import parse_s3_uri, s3_client
 from airflow_bulkload.staging.manifest import Manifest, read_manifest
 from airflow_bulkload.table_state import STATUS_DONE
@@ -250,7 +258,8 @@ class LoadModesHook(TableStateHook):
                 f"one row per key of {ref}; nothing was merged"
             )
         started, total, batches = time.monotonic(), 0, 0
-        for rows in dialect.merge_batches(conn, ref, work, columns, update, keys, MERGE_BATCH_ROWS):
+        merge = MergeSpec(ref, work, tuple(columns), tuple(update), tuple(keys))
+        for rows in dialect.merge_batches(conn, merge, MERGE_BATCH_ROWS):
             total, batches = total + rows, batches + 1
             elapsed = time.monotonic() - started
             self.log.info(
@@ -262,7 +271,7 @@ class LoadModesHook(TableStateHook):
                 total / elapsed if elapsed else 0.0,
             )
         # keys compare as the engine compares them (a case-insensitive key matches its other case)
-        differences = dialect.merge_differences(conn, ref, work, update, keys)
+        differences = dialect.merge_differences(conn, merge)
         if differences:
             raise LoadVerificationError(
                 f"{ref}: after the merge, {differences} input row(s) are missing from the table "

@@ -24,7 +24,7 @@ from airflow_bulkload.dialects.mysql.session import (
     _fetch_one,
 )
 from airflow_bulkload.dialects.work_tables import WorkTables
-from airflow_bulkload.modes import REPLACE, UPSERT
+from airflow_bulkload.modes import REPLACE, UPSERT, MergeSpec
 
 
 def _cols(names: Sequence[str], alias: str | None = None) -> str:
@@ -163,16 +163,9 @@ class MySqlWorkTables(MySqlSession, WorkTables):
         )
         return [str(r[0]) for r in rows]
 
-    def merge_batches(
-        self,
-        conn: Any,
-        table: TableRef,
-        work: TableRef,
-        columns: Sequence[str],
-        update: Sequence[str],
-        keys: Sequence[str],
-        batch_rows: int,
-    ) -> Iterator[int]:
+    def merge_batches(self, conn: Any, merge: MergeSpec, batch_rows: int) -> Iterator[int]:
+        table, work = merge.table, merge.work
+        columns, update, keys = merge.columns, merge.update, merge.keys
         target = quote_table(table)
         pk = self._primary_key(conn, work)
         assignments = (
@@ -218,14 +211,8 @@ class MySqlWorkTables(MySqlSession, WorkTables):
                 return
             low = list(high)
 
-    def merge_differences(
-        self,
-        conn: Any,
-        table: TableRef,
-        work: TableRef,
-        columns: Sequence[str],
-        keys: Sequence[str],
-    ) -> int:
+    def merge_differences(self, conn: Any, merge: MergeSpec) -> int:
+        table, work, columns, keys = merge.table, merge.work, merge.update, merge.keys
         join = " AND ".join(
             f"t.{quote_identifier(k, 'column name')} = w.{quote_identifier(k, 'column name')}"
             for k in keys

@@ -20,7 +20,7 @@ from airflow_bulkload.dialects.postgres.session import table_identifier
 from airflow_bulkload.dialects.postgres.table_prep import PostgresTablePrep
 from airflow_bulkload.dialects.work_tables import WorkTables
 from airflow_bulkload.exceptions import BulkLoadError
-from airflow_bulkload.modes import REPLACE, UPSERT, batch_bounds
+from airflow_bulkload.modes import REPLACE, UPSERT, MergeSpec, batch_bounds
 
 #: what makes an index the same index on another table: everything but its name and table
 _INDEX_SHAPE = """
@@ -321,17 +321,9 @@ class PostgresWorkTables(PostgresTablePrep, WorkTables):
             notes.append(f"identity sequences continue from {[p[4] for p in positions]}")
         return notes
 
-    def merge_batches(
-        self,
-        conn: Any,
-        table: TableRef,
-        work: TableRef,
-        columns: Sequence[str],
-        update: Sequence[str],
-        keys: Sequence[str],
-        batch_rows: int,
-    ) -> Iterator[int]:
-        target, source = table_identifier(table), table_identifier(work)
+    def merge_batches(self, conn: Any, merge: MergeSpec, batch_rows: int) -> Iterator[int]:
+        target, source = table_identifier(merge.table), table_identifier(merge.work)
+        columns, update, keys = merge.columns, merge.update, merge.keys
         with self._read(conn) as cur:
             cur.execute(
                 sql.SQL(
@@ -374,14 +366,8 @@ class PostgresWorkTables(PostgresTablePrep, WorkTables):
                 )
                 yield max(cur.rowcount, 0)
 
-    def merge_differences(
-        self,
-        conn: Any,
-        table: TableRef,
-        work: TableRef,
-        columns: Sequence[str],
-        keys: Sequence[str],
-    ) -> int:
+    def merge_differences(self, conn: Any, merge: MergeSpec) -> int:
+        table, work, columns, keys = merge.table, merge.work, merge.update, merge.keys
         join = sql.SQL(" AND ").join(
             sql.SQL("t.{} = w.{}").format(sql.Identifier(k), sql.Identifier(k)) for k in keys
         )
