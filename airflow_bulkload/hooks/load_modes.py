@@ -38,6 +38,8 @@ from airflow_bulkload.table_state import STATUS_DONE
 
 #: rows per merge transaction of an upsert
 MERGE_BATCH_ROWS = 200_000
+#: how every work table's marker (its comment) begins: a table without it is not ours to drop
+MARKER_PREFIX = "airflow_bulkload "
 
 
 def input_tag(manifest: Manifest) -> str:
@@ -102,8 +104,13 @@ class LoadModesHook(TableStateHook):
             ref = self._ref(conn, table)
             work = work_table(ref, mode, dialect.max_identifier_length)
             digest = hashlib.sha256(f"{load_id}\0{input_tag(staged)}".encode()).hexdigest()[:16]
-            marker = f"airflow_bulkload {mode} work table of {ref.name}, load {digest}"
+            marker = f"{MARKER_PREFIX}{mode} work table of {ref.name}, load {digest}"
             found = dialect.work_table_marker(conn, work)
+            if found is not None and not found.startswith(MARKER_PREFIX):
+                raise LoadModeError(
+                    f"{work} exists and is not a work table of airflow_bulkload (its comment is "
+                    f"{found!r}): mode={mode!r} needs that name for its work table; rename the table"
+                )
             if found == marker:
                 self.log.info("%s: continuing with work table %s (this load's)", ref, work)
             else:
@@ -208,7 +215,9 @@ class LoadModesHook(TableStateHook):
     ) -> str:
         dialect = self.dialect
         if not exists:
-            # published by an earlier try; on MySQL the rename commits before the ledger moves
+            # published by an earlier try; on MySQL the rename commits before the old table's drop
+            # and the ledger's move (a table by the old table's name was refused before the swap)
+            dialect.drop_table_if_exists(conn, old_table(ref, dialect.max_identifier_length))
             with dialect.transaction(conn):
                 self._move_ledger(conn, work, ref)
             self.log.info("%s: the work table %s was already swapped in", ref, work)
@@ -300,9 +309,12 @@ class LoadModesHook(TableStateHook):
         with self._session() as conn:
             ref = self._ref(conn, table)
             work = work_table(ref, mode, dialect.max_identifier_length)
-            if dialect.table_exists(conn, work):
+            found = dialect.work_table_marker(conn, work)
+            if found is not None and found.startswith(MARKER_PREFIX):
                 self._discard(conn, work, load_id)
                 status = "work table dropped; the target is as it was"
+            elif found is not None:
+                status = f"{work} is not a work table of airflow_bulkload: left alone"
             elif mode == REPLACE:
                 with dialect.transaction(conn):  # a swap cut short between rename and ledger
                     moved = self._move_ledger(conn, work, ref)

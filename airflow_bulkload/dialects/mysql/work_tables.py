@@ -24,6 +24,7 @@ from airflow_bulkload.dialects.mysql.session import (
     _fetch_one,
 )
 from airflow_bulkload.dialects.work_tables import WorkTables
+from airflow_bulkload.exceptions import LoadModeError
 from airflow_bulkload.modes import REPLACE, UPSERT, MergeSpec
 
 
@@ -142,10 +143,14 @@ class MySqlWorkTables(MySqlSession, WorkTables):
         _execute(conn, f"DROP TABLE IF EXISTS {quote_table(table)}")
 
     def swap_in(self, conn: Any, table: TableRef, work: TableRef, old: TableRef) -> list[str]:
+        if self.table_exists(conn, old):
+            raise LoadModeError(
+                f"{old} exists: the swap renames {table} to that name for a moment; drop it if it "
+                "is left from an earlier swap, or rename it (the target is unchanged)"
+            )
         comment = self.work_table_marker(conn, table) or ""
-        # the marker goes before the swap: the new table carries the old one's comment
+        # the new table carries the old one's comment (in place of the work table's marker)
         _execute(conn, _esc(f"ALTER TABLE {quote_table(work)} COMMENT = ") + "%s", (comment,))
-        _execute(conn, f"DROP TABLE IF EXISTS {quote_table(old)}")
         _execute(
             conn,
             f"RENAME TABLE {quote_table(table)} TO {quote_table(old)},"

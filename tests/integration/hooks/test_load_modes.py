@@ -285,3 +285,20 @@ def test_modes_refuse_tables_they_cannot_load_as_promised(any_db: TestDatabase) 
         any_db.query("CREATE VIEW cheap AS SELECT * FROM keyless WHERE a < 10")
         with pytest.raises(LoadModeError, match=r"views that read it .*: cheap"):
             hook.check_mode("keyless", "replace", None)
+
+
+def test_a_user_table_with_a_work_table_name_is_never_dropped(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
+) -> None:
+    create_items(any_db)
+    any_db.query("CREATE TABLE items__bl_new (precious int)")
+    any_db.query("INSERT INTO items__bl_new VALUES (1)")
+    put_input(moto_server, s3_bucket, 1, 10)
+    staged = stage(any_db, moto_server, s3_bucket)
+    hook = LoadModesHook(conn_id=any_db.conn_id)
+    with pytest.raises(LoadModeError, match="not a work table of airflow_bulkload"):
+        hook.prepare_work_table(
+            "items", mode="replace", load_id=LOAD_ID, manifest=staged.manifest_uri
+        )
+    hook.restore_work_table("items", mode="replace", load_id=LOAD_ID)
+    assert any_db.query("SELECT precious FROM items__bl_new") == [(1,)]
