@@ -40,6 +40,11 @@ class TableRef:
     def __str__(self) -> str:
         return f"{self.schema}.{self.name}" if self.schema else self.name
 
+    def quoted(self) -> str:
+        """The name as text :meth:`parse` reads back whatever it holds (each part quoted)."""
+        parts = [self.schema, self.name] if self.schema else [self.name]
+        return ".".join('"' + part.replace('"', '""') + '"' for part in parts)
+
 
 def _split_qualified_name(text: str) -> Iterator[str]:
     if not isinstance(text, str) or not text:

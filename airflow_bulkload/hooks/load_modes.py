@@ -60,7 +60,7 @@ class LoadModesHook(TableStateHook):
         with closing(self.get_conn()) as conn:
             dialect = self.dialect
             ref = dialect.qualified_name(conn, dialect.table_ref(table))
-        return str(work_table(ref, mode, dialect.max_identifier_length))
+        return work_table(ref, mode, dialect.max_identifier_length).quoted()
 
     def check_mode(self, table: str, mode: str, keys: list[str] | None) -> None:
         """Refuse a mode the table cannot take as promised (:class:`LoadModeError`)."""
@@ -126,13 +126,13 @@ class LoadModesHook(TableStateHook):
                 dialect.mark_work_table(conn, work, marker)
                 self.log.info("%s: created work table %s for mode %s", ref, work, mode)
         # the work table is empty: prepare's "auto" drops every index it may (the floor's path)
-        result = self.prepare(str(work), load_id=load_id, claim_timeout=claim_timeout)
+        result = self.prepare(work.quoted(), load_id=load_id, claim_timeout=claim_timeout)
         return {**result, "mode": mode, "target": str(ref), "work_table": str(work)}
 
     def _discard(self, conn: Any, work: TableRef, load_id: str) -> None:
         """Drop a work table, its ledger entries, and close its saved state and claim."""
         dialect = self.dialect
-        dialect.drop_table_if_exists(conn, work)
+        # the entries go first: entries without their work table mean a swap renamed it
         with dialect.transaction(conn):
             for entry in dialect.ledger_entries(conn, work, ""):
                 dialect.forget_chunk(conn, entry)
@@ -141,6 +141,7 @@ class LoadModesHook(TableStateHook):
             if state is not None and state["status"] != STATUS_DONE:
                 dialect.set_table_state_status(conn, work, load_id, STATUS_DONE, None)
             dialect.release_table_claim(conn, work, load_id)
+        dialect.drop_table_if_exists(conn, work)
 
     def _move_ledger(self, conn: Any, source: TableRef, target: TableRef) -> int:
         """Hand ``source``'s ledger entries to ``target``, whose own entries go (its rows did)."""
@@ -169,17 +170,30 @@ class LoadModesHook(TableStateHook):
         maintenance_work_mem: str = "1GB",
         analyze: bool = True,
     ) -> dict[str, Any]:
-        """Rebuild the work table's indexes, then publish it into the target (swap or merge)."""
+        """Check the work table holds the whole input, rebuild its indexes, then publish it.
+
+        A work table missing a chunk (a load task marked success, a work table the teardown
+        dropped and prepare made afresh) is never published.
+        """
         dialect = self.dialect
+        staged = read_manifest(s3_client(self.aws_conn_id), manifest, required=True)
+        prefix = parse_s3_uri(manifest.rsplit("/", 1)[0] + "/")[1]
         with self._session() as conn:
             ref = self._ref(conn, table)
             work = work_table(ref, mode, dialect.max_identifier_length)
             exists = dialect.table_exists(conn, work)
+            if mode == REPLACE and not staged.chunks:
+                raise LoadModeError(
+                    f"the input is empty: a replace would leave {ref} empty, so nothing was "
+                    "changed (to empty the table on purpose, TRUNCATE it)"
+                )
+            if exists:
+                self._check_complete(conn, ref, work, staged, prefix)
         result: dict[str, Any] = {"mode": mode, "target": str(ref), "work_table": str(work)}
         if exists:
             result.update(
                 self.finalize(
-                    str(work),
+                    work.quoted(),
                     load_id=load_id,
                     parallelism=parallelism,
                     maintenance_work_mem=maintenance_work_mem,
@@ -188,14 +202,13 @@ class LoadModesHook(TableStateHook):
                     manifest=manifest,
                 )
             )
-        staging_prefix = parse_s3_uri(manifest.rsplit("/", 1)[0] + "/")[1]
         started = time.monotonic()
         with self._session() as conn:
             if mode == REPLACE:
-                result["published"] = self._swap(conn, ref, work, load_id, staging_prefix, exists)
+                result["published"] = self._swap(conn, ref, work, load_id, staged, prefix, exists)
             else:
                 result["published"] = self._merge(
-                    conn, ref, work, load_id, staging_prefix, manifest, upsert_keys, exists
+                    conn, ref, work, load_id, staged, prefix, upsert_keys, exists
                 )
                 if analyze and exists:
                     dialect.analyze(conn, ref)
@@ -204,30 +217,78 @@ class LoadModesHook(TableStateHook):
         result["publish_seconds"] = round(time.monotonic() - started, 3)
         return result
 
+    def _check_complete(
+        self, conn: Any, ref: TableRef, work: TableRef, staged: Manifest, prefix: str
+    ) -> None:
+        """Refuse a work table that does not hold every chunk of the input, exactly once."""
+        dialect = self.dialect
+        entries = {e.chunk_key: e for e in dialect.ledger_entries(conn, work, prefix)}
+        missing = [
+            c.label
+            for c in staged.chunks
+            if c.key not in entries or entries[c.key].checksum != c.checksum
+        ]
+        unchanged = f"nothing was published and {ref} is unchanged"
+        if missing:
+            raise LoadModeError(
+                f"the work table {work} lacks {len(missing)} of the input's {len(staged.chunks)} "
+                f"chunk(s) ({', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}): "
+                f"{unchanged}. Clear the failed load tasks, or the whole run, to load them"
+            )
+        expected = sum(entries[c.key].rows for c in staged.chunks)
+        found = dialect.count_rows(conn, work)
+        if found != expected:
+            raise LoadModeError(
+                f"the work table {work} holds {found} rows where the input's chunks loaded "
+                f"{expected}: {unchanged}. Clear the whole run to load it again"
+            )
+
+    def _gone(self, ref: TableRef, work: TableRef) -> LoadModeError:
+        return LoadModeError(
+            f"the work table {work} is gone and {ref} does not hold this load's input: nothing "
+            "was published (the teardown drops the work table after a failure). Clear the whole "
+            "run, staging and load tasks included"
+        )
+
+    def _finish_swap(self, conn: Any, ref: TableRef, work: TableRef) -> int:
+        """Complete a swap cut short after its rename (MySQL): drop the old table, move the ledger.
+
+        Only when the work table's ledger entries are still there, i.e. a rename of this load
+        happened (a table by the old table's name was refused before it) and nothing after it.
+        """
+        dialect = self.dialect
+        if not dialect.ledger_entries(conn, work, ""):
+            return 0
+        dialect.drop_table_if_exists(conn, old_table(ref, dialect.max_identifier_length))
+        with dialect.transaction(conn):
+            return self._move_ledger(conn, work, ref)
+
     def _swap(
         self,
         conn: Any,
         ref: TableRef,
         work: TableRef,
         load_id: str,
-        staging_prefix: str,
+        staged: Manifest,
+        prefix: str,
         exists: bool,
     ) -> str:
         dialect = self.dialect
+        record = LoadRecord(str(ref), prefix, load_id, empty_before=True)
         if not exists:
-            # published by an earlier try; on MySQL the rename commits before the old table's drop
-            # and the ledger's move (a table by the old table's name was refused before the swap)
-            dialect.drop_table_if_exists(conn, old_table(ref, dialect.max_identifier_length))
-            with dialect.transaction(conn):
-                self._move_ledger(conn, work, ref)
+            finished = self._finish_swap(conn, ref, work)
+            held = {e.chunk_key for e in dialect.ledger_entries(conn, ref, prefix)}
+            if not all(c.key in held for c in staged.chunks):
+                raise self._gone(ref, work)
+            if finished:
+                with dialect.transaction(conn):
+                    dialect.write_load_record(conn, record)
             self.log.info("%s: the work table %s was already swapped in", ref, work)
             return "already swapped in"
         with dialect.transaction(conn):
             notes = dialect.swap_in(conn, ref, work, old_table(ref, dialect.max_identifier_length))
             moved = self._move_ledger(conn, work, ref)
-            dialect.write_load_record(
-                conn, LoadRecord(str(ref), staging_prefix, load_id, empty_before=True)
-            )
+            dialect.write_load_record(conn, record)
         self.log.info(
             "%s: swapped in %s, old table dropped; %d chunk(s) in the ledger; %s",
             ref,
@@ -243,18 +304,20 @@ class LoadModesHook(TableStateHook):
         ref: TableRef,
         work: TableRef,
         load_id: str,
-        staging_prefix: str,
-        manifest_uri: str,
+        staged: Manifest,
+        prefix: str,
         upsert_keys: list[str] | None,
         exists: bool,
     ) -> str:
         dialect = self.dialect
         if not exists:
+            record = dialect.read_load_record(conn, ref, prefix)
+            if record is None or not record.verified:
+                raise self._gone(ref, work)
             self.log.info("%s: the work table %s was already merged", ref, work)
             return "already merged"
         info = dialect.describe_table(conn, ref)
         keys = upsert_keys or list(info.primary_key)
-        staged = read_manifest(s3_client(self.aws_conn_id), manifest_uri, required=True)
         loaded = staged.chunks[0].columns if staged.chunks else None
         generated = set(info.extra.get("generated_columns", []))
         columns, update = merge_columns(
@@ -289,7 +352,7 @@ class LoadModesHook(TableStateHook):
         with dialect.transaction(conn):
             dialect.write_load_record(
                 conn,
-                LoadRecord(str(ref), staging_prefix, load_id, empty_before=False, verified=True),
+                LoadRecord(str(ref), prefix, load_id, empty_before=False, verified=True),
             )
         self._discard(conn, work, load_id)
         self.log.info(
@@ -316,11 +379,10 @@ class LoadModesHook(TableStateHook):
             elif found is not None:
                 status = f"{work} is not a work table of airflow_bulkload: left alone"
             elif mode == REPLACE:
-                with dialect.transaction(conn):  # a swap cut short between rename and ledger
-                    moved = self._move_ledger(conn, work, ref)
+                moved = self._finish_swap(conn, ref, work)  # a swap cut short after its rename
                 status = "already published" + (f" ({moved} ledger entries moved)" if moved else "")
             else:
-                status = "already published"
+                status = "no work table (published, or never made)"
             with dialect.transaction(conn):
                 dialect.release_table_claim(conn, ref, load_id)
         self.log.info("%s: %s (mode %s, load %s)", ref, status, mode, load_id)

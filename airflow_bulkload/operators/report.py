@@ -11,6 +11,7 @@ from airflow.sdk import Context
 from airflow.sdk.bases.xcom import BaseXCom
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_bulkload.exceptions import LoadVerificationError
 from airflow_bulkload.knobs import parse_flag
 from airflow_bulkload.modes import parse_mode
 from airflow_bulkload.operators.base import TableTaskOperator
@@ -275,6 +276,12 @@ class LoadReportOperator(TableTaskOperator):
             summary["verification"] = {"verified": False, "checks": ["not checked: no conn_id"]}
         if summary["verification"].get("input_empty"):
             self.log.warning("%s: the input is empty: 0 rows, input empty", self.table)
+            if summary.get("mode") == "replace":
+                # the table was left as it was: a green run would claim it holds the input
+                raise LoadVerificationError(
+                    f"{self.table}: the input is empty, so the replace changed nothing: the table "
+                    "still holds its old rows, not the input (to empty it on purpose, TRUNCATE it)"
+                )
         if summary["verification"].get("rejected_rows"):
             self.log.warning(
                 "%s: %d input records were set aside, not loaded (max_errors): %s",

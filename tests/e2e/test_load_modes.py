@@ -120,7 +120,7 @@ def _asset_events() -> int:
         return int(session.scalar(select(func.count()).select_from(AssetEvent)) or 0)
 
 
-def test_an_empty_snapshot_replaces_nothing_and_announces_nothing(
+def test_an_empty_snapshot_fails_the_run_replaces_nothing_and_announces_nothing(
     pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, airflow_db: Path, tmp_path: Path
 ) -> None:
     from airflow.utils.state import DagRunState
@@ -138,11 +138,12 @@ def test_an_empty_snapshot_replaces_nothing_and_announces_nothing(
         logical_date=datetime(2026, 11, 23),
         run_conf={"mode": "replace"},
     )
-    assert run.state == DagRunState.SUCCESS
+    # a green run would claim the table holds the (empty) input: it fails, the table untouched
+    assert run.state == DagRunState.FAILED
     assert _rows(pg_db) == {1: "kept"}
     assert pg_db.query("SELECT tablename FROM pg_tables WHERE schemaname = 'public'") == [
         ("items",)
     ]
     assert _asset_events() == events
     states = {ti.task_id.rsplit(".", 1)[-1]: ti.state for ti in run.get_task_instances()}
-    assert states["report"] == "skipped"
+    assert states["report"] == "failed" and states["restore_table"] == "success"

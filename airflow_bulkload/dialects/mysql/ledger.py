@@ -191,8 +191,12 @@ class MySqlLedger(MySqlLoader):
     ) -> list[bool]:
         if not keys:
             return []
-        match = " AND ".join(f"{quote_identifier(c, 'column')} = %s" for c in columns)
-        probe = f"EXISTS (SELECT 1 FROM {quote_table(table)} WHERE {match})"  # noqa: S608 (quoted)
+        # the statement binds parameters: a "%" in a quoted name is doubled
+        match = " AND ".join(
+            f"{quote_identifier(c, 'column').replace('%', '%%')} = %s" for c in columns
+        )
+        where = quote_table(table).replace("%", "%%")
+        probe = f"EXISTS (SELECT 1 FROM {where} WHERE {match})"  # noqa: S608 (quoted)
         row = _fetch_one(conn, "SELECT " + ", ".join([probe] * len(keys)), key_params(keys))
         return [bool(v) for v in (row or [])]
 

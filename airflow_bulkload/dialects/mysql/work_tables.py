@@ -25,7 +25,7 @@ from airflow_bulkload.dialects.mysql.session import (
 )
 from airflow_bulkload.dialects.work_tables import WorkTables
 from airflow_bulkload.exceptions import LoadModeError
-from airflow_bulkload.modes import REPLACE, UPSERT, MergeSpec
+from airflow_bulkload.modes import REPLACE, UPSERT, MergeSpec, old_table
 
 
 def _cols(names: Sequence[str], alias: str | None = None) -> str:
@@ -88,6 +88,12 @@ class MySqlWorkTables(MySqlSession, WorkTables):
                 blockers.append(
                     "foreign keys from or to it: "
                     + ", ".join(sorted(f"{r[0]} on {r[1]}" for r in fks))
+                )
+            old = old_table(TableRef(name, schema), self.max_identifier_length)
+            if self.table_exists(conn, old):
+                blockers.append(
+                    f"a table named {old.name} beside it, the name the swap renames it to for a "
+                    "moment (drop it if it is left from an earlier swap)"
                 )
         elif mode == UPSERT:
             rows = _fetch_all(

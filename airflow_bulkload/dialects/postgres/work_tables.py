@@ -9,7 +9,6 @@ such tables are refused up front rather than swapped half-way.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -17,26 +16,10 @@ from psycopg import sql
 
 from airflow_bulkload.catalog import TableRef, describe_duplicate_keys
 from airflow_bulkload.dialects.postgres.session import table_identifier
+from airflow_bulkload.dialects.postgres.swap import swap_tables
 from airflow_bulkload.dialects.postgres.table_prep import PostgresTablePrep
 from airflow_bulkload.dialects.work_tables import WorkTables
-from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.modes import REPLACE, UPSERT, MergeSpec, batch_bounds
-
-#: what makes an index the same index on another table: everything but its name and table
-_INDEX_SHAPE = """
-SELECT i.relname, concat_ws('|', x.indisunique, x.indisprimary, x.indisexclusion, x.indnkeyatts,
-    (SELECT string_agg(coalesce(a.attname, '#expr'), ',' ORDER BY k.ord)
-       FROM unnest(x.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
-       LEFT JOIN pg_catalog.pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum),
-    x.indclass::text, x.indcollation::text, x.indoption::text, am.amname,
-    pg_catalog.pg_get_expr(x.indexprs, x.indrelid), pg_catalog.pg_get_expr(x.indpred, x.indrelid),
-    i.reloptions::text)
-FROM pg_catalog.pg_index x
-JOIN pg_catalog.pg_class i ON i.oid = x.indexrelid
-JOIN pg_catalog.pg_am am ON am.oid = i.relam
-WHERE x.indrelid = %s::regclass
-ORDER BY i.relname
-"""
 
 _BLOCKERS = (
     (
@@ -177,8 +160,15 @@ class PostgresWorkTables(PostgresTablePrep, WorkTables):
                 (target.as_string(conn),),
             )
             tablespace = cur.fetchone()
+        with self._read(conn) as cur:
+            cur.execute(
+                "SELECT relpersistence = 'u' FROM pg_catalog.pg_class WHERE oid = %s::regclass",
+                (target.as_string(conn),),
+            )
+            unlogged = bool(cur.fetchone()[0])
         conn.execute(
-            sql.SQL("CREATE TABLE {} (LIKE {} INCLUDING ALL){}").format(
+            sql.SQL("CREATE {}TABLE {} (LIKE {} INCLUDING ALL){}").format(
+                sql.SQL("UNLOGGED " if unlogged else ""),
                 new,
                 target,
                 sql.SQL(" TABLESPACE {}").format(sql.Identifier(tablespace[0]))
@@ -200,126 +190,8 @@ class PostgresWorkTables(PostgresTablePrep, WorkTables):
     def drop_table_if_exists(self, conn: Any, table: TableRef) -> None:
         conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table_identifier(table)))
 
-    def _index_shapes(self, conn: Any, table: TableRef) -> dict[str, list[str]]:
-        shapes: dict[str, list[str]] = defaultdict(list)
-        for name, shape in conn.execute(_INDEX_SHAPE, (table_identifier(table).as_string(conn),)):
-            shapes[shape].append(name)
-        return shapes
-
     def swap_in(self, conn: Any, table: TableRef, work: TableRef, old: TableRef) -> list[str]:
-        target, new = table_identifier(table), table_identifier(work)
-        regclass = target.as_string(conn)
-        conn.execute(sql.SQL("LOCK TABLE {} IN ACCESS EXCLUSIVE MODE").format(target))
-        notes: list[str] = []
-        old_shapes, new_shapes = self._index_shapes(conn, table), self._index_shapes(conn, work)
-        if sorted((k, len(v)) for k, v in old_shapes.items()) != sorted(
-            (k, len(v)) for k, v in new_shapes.items()
-        ):
-            raise BulkLoadError(
-                f"{work} does not have the indexes of {table} (old {sorted(old_shapes.values())}, "
-                f"new {sorted(new_shapes.values())}); the swap is refused and {table} is unchanged"
-            )
-        index_names = [
-            (new_name, old_name)
-            for shape, old_names in old_shapes.items()
-            for old_name, new_name in zip(old_names, new_shapes[shape], strict=True)
-        ]
-        owner, comment, acl_rows = conn.execute(
-            "SELECT pg_catalog.pg_get_userbyid(c.relowner),"
-            " pg_catalog.obj_description(c.oid, 'pg_class'),"
-            " (SELECT array_agg(ARRAY[CASE WHEN a.grantee = 0 THEN '' ELSE"
-            "   pg_catalog.pg_get_userbyid(a.grantee) END, a.privilege_type,"
-            "   a.is_grantable::text, '']) FROM pg_catalog.aclexplode(c.relacl) a"
-            "   WHERE a.grantee <> c.relowner)"
-            " FROM pg_catalog.pg_class c WHERE c.oid = %s::regclass",
-            (regclass,),
-        ).fetchone()
-        column_acl = conn.execute(
-            "SELECT CASE WHEN a.grantee = 0 THEN '' ELSE pg_catalog.pg_get_userbyid(a.grantee)"
-            " END, a.privilege_type, a.is_grantable::text, att.attname"
-            " FROM pg_catalog.pg_attribute att, pg_catalog.aclexplode(att.attacl) a"
-            " WHERE att.attrelid = %s::regclass AND att.attacl IS NOT NULL",
-            (regclass,),
-        ).fetchall()
-        serials = conn.execute(
-            "SELECT n.nspname, s.relname, a.attname FROM pg_catalog.pg_depend d"
-            " JOIN pg_catalog.pg_class s ON s.oid = d.objid AND s.relkind = 'S'"
-            " JOIN pg_catalog.pg_namespace n ON n.oid = s.relnamespace"
-            " JOIN pg_catalog.pg_attribute a"
-            "  ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid"
-            " WHERE d.classid = 'pg_catalog.pg_class'::regclass"
-            " AND d.refobjid = %s::regclass AND d.deptype = 'a'",
-            (regclass,),
-        ).fetchall()
-        identities = conn.execute(
-            "SELECT a.attname, os.nspname, os.relname, ns.nspname, ns.relname"
-            " FROM pg_catalog.pg_attribute a"
-            " JOIN LATERAL (SELECT n.nspname, s.relname FROM pg_catalog.pg_class s"
-            "  JOIN pg_catalog.pg_namespace n ON n.oid = s.relnamespace"
-            "  WHERE s.oid = pg_catalog.pg_get_serial_sequence(%s, a.attname)::regclass) os ON true"
-            " JOIN LATERAL (SELECT n.nspname, s.relname FROM pg_catalog.pg_class s"
-            "  JOIN pg_catalog.pg_namespace n ON n.oid = s.relnamespace"
-            "  WHERE s.oid = pg_catalog.pg_get_serial_sequence(%s, a.attname)::regclass) ns ON true"
-            " WHERE a.attrelid = %s::regclass AND a.attidentity <> '' AND NOT a.attisdropped",
-            (regclass, new.as_string(conn), regclass),
-        ).fetchall()
-        if owner != conn.execute("SELECT current_user").fetchone()[0]:
-            conn.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(new, sql.Identifier(owner)))
-        for grantee, privilege, grantable, column in list(acl_rows or []) + column_acl:
-            conn.execute(
-                sql.SQL("GRANT {} {} ON {} TO {}{}").format(
-                    sql.SQL(privilege),  # one of aclexplode's fixed keywords
-                    sql.SQL("({})").format(sql.Identifier(column)) if column else sql.SQL(""),
-                    new,
-                    sql.Identifier(grantee) if grantee else sql.SQL("PUBLIC"),
-                    sql.SQL(" WITH GRANT OPTION") if grantable == "true" else sql.SQL(""),
-                )
-            )
-        for schema, sequence, column in serials:
-            conn.execute(
-                sql.SQL("ALTER SEQUENCE {} OWNED BY {}").format(
-                    sql.Identifier(schema, sequence), sql.Identifier(*_parts(work), column)
-                )
-            )
-        positions = []
-        for column, old_schema, old_sequence, new_schema, new_sequence in identities:
-            last_value, is_called = conn.execute(
-                sql.SQL("SELECT last_value, is_called FROM {}").format(
-                    sql.Identifier(old_schema, old_sequence)
-                )
-            ).fetchone()
-            positions.append(
-                (column, old_sequence, new_schema, new_sequence, last_value, is_called)
-            )
-        conn.execute(sql.SQL("DROP TABLE {}").format(target))
-        conn.execute(sql.SQL("ALTER TABLE {} RENAME TO {}").format(new, sql.Identifier(table.name)))
-        for new_name, old_name in index_names:
-            conn.execute(
-                sql.SQL("ALTER INDEX {} RENAME TO {}").format(
-                    sql.Identifier(*_parts(TableRef(new_name, table.schema))),
-                    sql.Identifier(old_name),
-                )
-            )
-        for column, old_sequence, new_schema, new_sequence, last_value, is_called in positions:
-            # the old identity sequence went with the old table: its name and position carry on
-            conn.execute(
-                sql.SQL("ALTER SEQUENCE {} RENAME TO {}").format(
-                    sql.Identifier(new_schema, new_sequence), sql.Identifier(old_sequence)
-                )
-            )
-            conn.execute(
-                "SELECT pg_catalog.setval(pg_catalog.pg_get_serial_sequence(%s, %s), %s, %s)",
-                (regclass, column, last_value, is_called),
-            )
-        conn.execute(sql.SQL("COMMENT ON TABLE {} IS {}").format(target, sql.Literal(comment)))
-        notes.append(f"indexes renamed to {[old for _, old in index_names]}")
-        if acl_rows or column_acl:
-            notes.append(f"{len(acl_rows or []) + len(column_acl)} grant(s) copied")
-        if serials:
-            notes.append(f"sequences {[s for _, s, _ in serials]} now owned by the new table")
-        if positions:
-            notes.append(f"identity sequences continue from {[p[4] for p in positions]}")
-        return notes
+        return swap_tables(conn, table, work)
 
     def merge_batches(self, conn: Any, merge: MergeSpec, batch_rows: int) -> Iterator[int]:
         target, source = table_identifier(merge.table), table_identifier(merge.work)

@@ -354,9 +354,13 @@ def test_pg_default_privileges_of_the_loading_role_do_not_add_grants(
     pg_db.query("ALTER TABLE items OWNER TO bl_hostile_owner")
     pg_db.query("GRANT SELECT (id) ON items TO bl_hostile_reader")
     pg_db.query("ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO bl_hostile_spy")
+    # the access each role has (a NULL relacl is the owner's default, spelled out)
     query = (
         "SELECT pg_get_userbyid(relowner),"
-        " (SELECT array_agg(a::text ORDER BY a::text) FROM unnest(relacl) a)"
+        " (SELECT array_agg(a::text ORDER BY a::text)"
+        "  FROM unnest(coalesce(relacl, acldefault('r', relowner))) a),"
+        " (SELECT array_agg(attacl::text ORDER BY attname) FROM pg_attribute"
+        "  WHERE attrelid = 'items'::regclass AND attacl IS NOT NULL)"
         " FROM pg_class WHERE oid = 'items'::regclass"
     )
     before = pg_db.query(query)
@@ -497,6 +501,11 @@ def test_pg_next_generated_id_does_not_collide_with_the_loaded_rows(
 # -- readers -------------------------------------------------------------------------------------
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="inherent to swapping tables in PostgreSQL (as TRUNCATE): a REPEATABLE READ snapshot "
+    "older than the swap sees the new table empty; docs/modes.md says so",
+)
 def test_pg_repeatable_read_reader_never_sees_an_empty_table(
     pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
 ) -> None:
