@@ -95,10 +95,24 @@ def merge_columns(
     """The columns an upsert inserts and those it updates, in table order.
 
     Only the columns the input holds (``loaded``; all when ``None``): a column the input lacks
-    keeps its value on an updated row and gets its default on an inserted one. The keys are
-    inserted, never updated. A key the input lacks is refused.
+    keeps its value on an updated row and gets its default on an inserted one. An input name
+    matches its column exactly, else in any case when only one column has it (MySQL's column
+    names are case-insensitive: a header ``NAME`` loads into ``name``). The keys are inserted,
+    never updated. A key the input lacks is refused.
     """
-    present = list(table_columns) if loaded is None else [c for c in table_columns if c in loaded]
+    if loaded is None:
+        present = list(table_columns)
+    else:
+        folded: dict[str, list[str]] = {}
+        for column in table_columns:
+            folded.setdefault(column.casefold(), []).append(column)
+        wanted = set()
+        for name in loaded:
+            if name in table_columns:
+                wanted.add(name)
+            elif len(folded.get(name.casefold(), [])) == 1:
+                wanted.add(folded[name.casefold()][0])
+        present = [c for c in table_columns if c in wanted]
     missing = [key for key in keys if key not in present]
     if missing:
         raise ValueError(

@@ -63,7 +63,7 @@ class WorkTables(abc.ABC):
 
     @abc.abstractmethod
     def merge_batches(self, conn: Any, merge: MergeSpec, batch_rows: int) -> Iterator[int]:
-        """Run ``merge``, one committed batch of about ``batch_rows`` rows at a time.
+        """Run ``merge`` in batches of about ``batch_rows`` rows, in the caller's transaction.
 
         Yields the rows each batch wrote. A merge run again gives the same table.
         """

@@ -42,6 +42,18 @@ MERGE_BATCH_ROWS = 200_000
 MARKER_PREFIX = "airflow_bulkload "
 
 
+def _load_tag(load_id: str) -> str:
+    return hashlib.sha256(load_id.encode()).hexdigest()[:16]
+
+
+def work_marker(mode: str, table: TableRef, load_id: str, input_digest: str) -> str:
+    """What a work table's comment says: whose it is (the load) and what it holds (the input)."""
+    return (
+        f"{MARKER_PREFIX}{mode} work table of {table.name}, load {_load_tag(load_id)}, "
+        f"input {input_digest}"
+    )
+
+
 def input_tag(manifest: Manifest) -> str:
     """What identifies the staged input: its chunks' keys and checksums."""
     chunks = sorted((c.key, c.checksum) for c in manifest.chunks)
@@ -102,9 +114,10 @@ class LoadModesHook(TableStateHook):
         dialect = self.dialect
         with self._session() as conn:
             ref = self._ref(conn, table)
+            if mode == UPSERT and staged.chunks and staged.chunks[0].columns:
+                self._check_required_columns(conn, ref, staged.chunks[0].columns)
             work = work_table(ref, mode, dialect.max_identifier_length)
-            digest = hashlib.sha256(f"{load_id}\0{input_tag(staged)}".encode()).hexdigest()[:16]
-            marker = f"{MARKER_PREFIX}{mode} work table of {ref.name}, load {digest}"
+            marker = work_marker(mode, ref, load_id, input_tag(staged))
             found = dialect.work_table_marker(conn, work)
             if found is not None and not found.startswith(MARKER_PREFIX):
                 raise LoadModeError(
@@ -128,6 +141,28 @@ class LoadModesHook(TableStateHook):
         # the work table is empty: prepare's "auto" drops every index it may (the floor's path)
         result = self.prepare(work.quoted(), load_id=load_id, claim_timeout=claim_timeout)
         return {**result, "mode": mode, "target": str(ref), "work_table": str(work)}
+
+    def _check_required_columns(self, conn: Any, ref: TableRef, loaded: list[str]) -> None:
+        """Refuse an upsert input without a column every row needs (NOT NULL, no default)."""
+        info = self.dialect.describe_table(conn, ref)
+        generated = set(info.extra.get("generated_columns", []))
+        identity = set(info.extra.get("identity_columns") or [])
+        folded = {name.casefold() for name in loaded}
+        missing = [
+            c.name
+            for c in info.columns
+            if not c.nullable
+            and c.default is None
+            and c.name not in generated | identity
+            and c.name.casefold() not in folded
+        ]
+        if missing:
+            raise LoadModeError(
+                f"the input lacks column(s) {missing} of {ref}, NOT NULL without a default: an "
+                "upsert writes every row through a work table of the same columns, so each row "
+                "must carry them (an update of some columns only needs them nullable or "
+                "defaulted); nothing was changed"
+            )
 
     def _discard(self, conn: Any, work: TableRef, load_id: str) -> None:
         """Drop a work table, its ledger entries, and close its saved state and claim."""
@@ -331,25 +366,29 @@ class LoadModesHook(TableStateHook):
             )
         started, total, batches = time.monotonic(), 0, 0
         merge = MergeSpec(ref, work, tuple(columns), tuple(update), tuple(keys))
-        for rows in dialect.merge_batches(conn, merge, MERGE_BATCH_ROWS):
-            total, batches = total + rows, batches + 1
-            elapsed = time.monotonic() - started
-            self.log.info(
-                "%s: merge batch %d: %d rows written (%d so far, %.0f rows/s)",
-                ref,
-                batches,
-                rows,
-                total,
-                total / elapsed if elapsed else 0.0,
-            )
-        # keys compare as the engine compares them (a case-insensitive key matches its other case)
-        differences = dialect.merge_differences(conn, merge)
-        if differences:
-            raise LoadVerificationError(
-                f"{ref}: after the merge, {differences} input row(s) are missing from the table "
-                "or hold other values; the work table is kept for a retry"
-            )
+        # one transaction: a failure or a kill anywhere in the merge leaves the target as it was,
+        # and the check and the record of the merge commit with it
         with dialect.transaction(conn):
+            for rows in dialect.merge_batches(conn, merge, MERGE_BATCH_ROWS):
+                total, batches = total + rows, batches + 1
+                elapsed = time.monotonic() - started
+                self.log.info(
+                    "%s: merge batch %d: %d rows written (%d so far, %.0f rows/s)",
+                    ref,
+                    batches,
+                    rows,
+                    total,
+                    total / elapsed if elapsed else 0.0,
+                )
+            # keys compare as the engine compares them (a case-insensitive key matches its
+            # other case)
+            differences = dialect.merge_differences(conn, merge)
+            if differences:
+                raise LoadVerificationError(
+                    f"{ref}: after the merge, {differences} input row(s) would be missing from "
+                    "the table or hold other values: the merge is rolled back and the table is "
+                    "as it was"
+                )
             dialect.write_load_record(
                 conn,
                 LoadRecord(str(ref), prefix, load_id, empty_before=False, verified=True),
@@ -373,11 +412,12 @@ class LoadModesHook(TableStateHook):
             ref = self._ref(conn, table)
             work = work_table(ref, mode, dialect.max_identifier_length)
             found = dialect.work_table_marker(conn, work)
-            if found is not None and found.startswith(MARKER_PREFIX):
+            if found is not None and f", load {_load_tag(load_id)}," in found:
                 self._discard(conn, work, load_id)
                 status = "work table dropped; the target is as it was"
             elif found is not None:
-                status = f"{work} is not a work table of airflow_bulkload: left alone"
+                # another load's (one the table claim kept this run out of), or not ours at all
+                status = f"{work} is not this load's work table: left alone"
             elif mode == REPLACE:
                 moved = self._finish_swap(conn, ref, work)  # a swap cut short after its rename
                 status = "already published" + (f" ({moved} ledger entries moved)" if moved else "")

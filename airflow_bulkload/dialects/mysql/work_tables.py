@@ -216,7 +216,6 @@ class MySqlWorkTables(MySqlSession, WorkTables):
                 where = f"{where} AND NOT {_after(pk, 'src')}"
                 params = [*params, *_after_params(list(high))]
             rows = _execute(conn, head + where + tail, tuple(params))
-            conn.commit()
             yield rows
             if high is None:
                 return
@@ -234,7 +233,6 @@ class MySqlWorkTables(MySqlSession, WorkTables):
             f" ON {join} WHERE t.{quote_identifier(keys[0], 'column name')} IS NULL"
             + (f" OR {_row_bytes('t', columns)} <> {_row_bytes('w', columns)}" if columns else ""),
         )
-        conn.commit()
         return count
 
     def duplicate_keys(

@@ -93,12 +93,16 @@ class PostgresWorkTables(PostgresTablePrep, WorkTables):
             elif mode == UPSERT:
                 cur.execute(
                     "SELECT x.indisprimary, array_agg(a.attname ORDER BY a.attname),"
-                    " bool_and(a.attnotnull)"
+                    " bool_and(a.attnotnull), bool_and(k.coll = a.attcollation),"
+                    " coalesce(bool_or(con.condeferrable), false)"
                     " FROM pg_catalog.pg_index x"
+                    " CROSS JOIN LATERAL unnest(x.indkey::int2[], x.indcollation::oid[])"
+                    "  WITH ORDINALITY AS k(attnum, coll, position)"
                     " JOIN pg_catalog.pg_attribute a"
-                    "  ON a.attrelid = x.indrelid AND a.attnum = ANY (x.indkey::int2[])"
+                    "  ON a.attrelid = x.indrelid AND a.attnum = k.attnum"
+                    " LEFT JOIN pg_catalog.pg_constraint con ON con.conindid = x.indexrelid"
                     " WHERE x.indrelid = %s::regclass AND x.indisunique AND x.indisvalid"
-                    " AND x.indpred IS NULL AND x.indexprs IS NULL"
+                    " AND x.indpred IS NULL AND x.indexprs IS NULL AND k.position <= x.indnkeyatts"
                     " GROUP BY x.indexrelid, x.indisprimary",
                     (regclass,),
                 )
@@ -109,16 +113,26 @@ class PostgresWorkTables(PostgresTablePrep, WorkTables):
                     for row in uniques
                     if (row[0] if wanted is None else sorted(row[1]) == wanted)
                 ]
+                named = ", ".join(keys or [])
+                usable = [row for row in match if row[2] and row[3] and not row[4]]
                 if not match:
                     blockers.append(
                         "no primary key to merge on (name a unique key with upsert_keys)"
                         if wanted is None
-                        else f"no unique index on exactly ({', '.join(keys or [])}), which "
-                        "ON CONFLICT needs"
+                        else f"no unique index on exactly ({named}), which ON CONFLICT needs"
                     )
-                elif not any(row[2] for row in match):
+                elif not usable:
+                    row = match[0]
                     blockers.append(
-                        f"the key ({', '.join(keys or [])}) allows NULL, which never conflicts"
+                        f"the key ({named or ', '.join(row[1])}) "
+                        + (
+                            "allows NULL, which never conflicts"
+                            if not row[2]
+                            else "is DEFERRABLE, which ON CONFLICT does not take"
+                            if row[4]
+                            else "has a unique index in another collation than its columns "
+                            "(the merge would match keys the check does not)"
+                        )
                     )
         return blockers
 
@@ -221,22 +235,21 @@ class PostgresWorkTables(PostgresTablePrep, WorkTables):
             where = sql.SQL("ctid >= {}::tid").format(sql.Literal(f"({start},0)"))
             if end >= 0:
                 where = sql.SQL("{} AND ctid < {}::tid").format(where, sql.Literal(f"({end},0)"))
-            with self.transaction(conn):
-                cur = conn.execute(
-                    sql.SQL(
-                        "INSERT INTO {} AS dst ({}) OVERRIDING SYSTEM VALUE"
-                        " SELECT {} FROM {} WHERE {} ON CONFLICT ({}) {}"
-                    ).format(
-                        target,
-                        _columns(columns),
-                        _columns(columns),
-                        source,
-                        where,
-                        _columns(keys),
-                        on_conflict,
-                    )
+            cur = conn.execute(
+                sql.SQL(
+                    "INSERT INTO {} AS dst ({}) OVERRIDING SYSTEM VALUE"
+                    " SELECT {} FROM {} WHERE {} ON CONFLICT ({}) {}"
+                ).format(
+                    target,
+                    _columns(columns),
+                    _columns(columns),
+                    source,
+                    where,
+                    _columns(keys),
+                    on_conflict,
                 )
-                yield max(cur.rowcount, 0)
+            )
+            yield max(cur.rowcount, 0)
 
     def merge_differences(self, conn: Any, merge: MergeSpec) -> int:
         table, work, columns, keys = merge.table, merge.work, merge.update, merge.keys

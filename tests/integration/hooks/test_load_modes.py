@@ -302,3 +302,20 @@ def test_a_user_table_with_a_work_table_name_is_never_dropped(
         )
     hook.restore_work_table("items", mode="replace", load_id=LOAD_ID)
     assert any_db.query("SELECT precious FROM items__bl_new") == [(1,)]
+
+
+def test_an_upsert_input_without_a_required_column_is_refused_before_anything_changes(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
+) -> None:
+    create_items(any_db)
+    insert_old(any_db, 1, 10)
+    body = "id,price\n1,9.99\n2,8.88\n"
+    moto_server.client("s3").put_object(Bucket=s3_bucket, Key="in/items.csv", Body=body.encode())
+    staged = stage(any_db, moto_server, s3_bucket)
+    hook = LoadModesHook(conn_id=any_db.conn_id)
+    with pytest.raises(LoadModeError, match=r"lacks column\(s\) \['name'\]"):
+        hook.prepare_work_table(
+            "items", mode="upsert", load_id=LOAD_ID, manifest=staged.manifest_uri
+        )
+    hook.restore_work_table("items", mode="upsert", load_id=LOAD_ID)
+    assert rows(any_db)[1] == ("old-1", "1.50") and tables(any_db) == ["items"]
