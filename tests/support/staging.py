@@ -39,13 +39,20 @@ def stage_for_table(
 ) -> StageResult:
     """Stage ``in/`` for ``table`` in format ``fmt``, checked against the table as the stage
     operator checks it (its key, its loadable columns and their types)."""
+    return stage_checked(db, moto, bucket, table, file_format=FileFormat(format=fmt), **options)
+
+
+def stage_checked(
+    db: TestDatabase, moto: MotoServer, bucket: str, table: str, **options: Any
+) -> StageResult:
+    """Stage ``in/`` (CSV with a header unless ``options`` say otherwise) for ``table``, checked
+    against the table as the stage operator checks it (its key, loadable columns and types)."""
     info = BulkLoadHook(conn_id=db.conn_id).describe_table(table)
     types = loadable_column_types(info)
     return stage_input(
         moto,
         bucket,
         table=table,
-        file_format=FileFormat(format=fmt),
         probe_key=probe_key_of(info),
         table_columns=list(types),
         table_types=types,

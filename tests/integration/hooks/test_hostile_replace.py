@@ -17,12 +17,11 @@ from typing import Any
 
 import pytest
 
-from airflow_bulkload.catalog import loadable_column_types, probe_key_of
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.hooks.load_modes import LoadModesHook
 from airflow_bulkload.staging.stager import StageResult
 from tests.harness import MotoServer, TestDatabase
-from tests.support.staging import stage_input
+from tests.support.staging import stage_checked
 
 LOAD_ID = "hostile/replace/2026-11-21"
 
@@ -39,17 +38,7 @@ def id_name_rows(first: int, last: int) -> str:
 
 
 def stage(db: TestDatabase, moto: MotoServer, bucket: str, table: str) -> StageResult:
-    info = BulkLoadHook(conn_id=db.conn_id).describe_table(table)
-    types = loadable_column_types(info)
-    return stage_input(
-        moto,
-        bucket,
-        table=table,
-        chunk_size=2_000,
-        probe_key=probe_key_of(info),
-        table_columns=list(types),
-        table_types=types,
-    )
+    return stage_checked(db, moto, bucket, table, chunk_size=2_000)
 
 
 def prepare_and_load(

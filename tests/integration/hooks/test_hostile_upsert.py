@@ -12,13 +12,12 @@ from typing import Any
 
 import pytest
 
-from airflow_bulkload.catalog import loadable_column_types, probe_key_of
 from airflow_bulkload.exceptions import LoadModeError
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.hooks.load_modes import LoadModesHook
 from airflow_bulkload.staging.stager import StageResult
 from tests.harness import MotoServer, TestDatabase
-from tests.support.staging import stage_input
+from tests.support.staging import stage_checked
 
 LOAD_ID = "hostile/items/2026-11-21"
 
@@ -30,18 +29,7 @@ def put(moto: MotoServer, bucket: str, body: str, key: str = "in/items.csv") -> 
 def stage(
     db: TestDatabase, moto: MotoServer, bucket: str, table: str = "items", **options: Any
 ) -> StageResult:
-    info = BulkLoadHook(conn_id=db.conn_id).describe_table(table)
-    types = loadable_column_types(info)
-    return stage_input(
-        moto,
-        bucket,
-        table=table,
-        chunk_size=options.pop("chunk_size", 2_000),
-        probe_key=probe_key_of(info),
-        table_columns=list(types),
-        table_types=types,
-        **options,
-    )
+    return stage_checked(db, moto, bucket, table, **({"chunk_size": 2_000} | options))
 
 
 def upsert(

@@ -6,13 +6,12 @@ from typing import Any
 
 import pytest
 
-from airflow_bulkload.catalog import loadable_column_types, probe_key_of
 from airflow_bulkload.exceptions import LoadModeError
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.hooks.load_modes import LoadModesHook
 from airflow_bulkload.staging.stager import StageResult
 from tests.harness import MotoServer, TestDatabase
-from tests.support.staging import stage_input
+from tests.support.staging import stage_checked
 
 LOAD_ID = "modes/items/2026-11-21"
 
@@ -51,17 +50,7 @@ def put_input(moto: MotoServer, bucket: str, first: int, last: int, *, name: str
 
 
 def stage(db: TestDatabase, moto: MotoServer, bucket: str) -> StageResult:
-    info = BulkLoadHook(conn_id=db.conn_id).describe_table("items")
-    types = loadable_column_types(info)
-    return stage_input(
-        moto,
-        bucket,
-        table="items",
-        chunk_size=2_000,
-        probe_key=probe_key_of(info),
-        table_columns=list(types),
-        table_types=types,
-    )
+    return stage_checked(db, moto, bucket, "items", chunk_size=2_000)
 
 
 def load_all(db: TestDatabase, staged: StageResult, mode: str, *, skip_last: bool = False) -> None:
