@@ -402,6 +402,8 @@ class EngineTraits:
     loads_csv_as_written: bool = False
     #: the load methods where the server pulls a chunk from S3 itself
     server_side_methods: tuple[str, ...] = ()
+    #: column names match in any case (a header ``NAME`` loads into column ``name``)
+    case_insensitive_columns: bool = False
 
     @classmethod
     def of(cls, engine: str) -> EngineTraits:
@@ -434,6 +436,7 @@ MYSQL_TRAITS = EngineTraits(
     has_checkpoint=False,
     client_load_uses_local_infile=True,
     server_side_methods=("aurora_s3",),
+    case_insensitive_columns=True,
 )
 ENGINE_TRAITS = {traits.engine: traits for traits in (POSTGRES_TRAITS, MYSQL_TRAITS)}
 

@@ -89,30 +89,45 @@ def old_table(table: TableRef, max_length: int) -> TableRef:
     return _derived(table, OLD_SUFFIX, max_length)
 
 
+def input_columns(
+    table_columns: Sequence[str], loaded: Sequence[str], *, fold_case: bool
+) -> list[str]:
+    """The table's columns the input names, in table order.
+
+    A name matches its column exactly, else (``fold_case``: MySQL, whose column names are
+    case-insensitive) in any case when only one column has it.
+    """
+    folded: dict[str, list[str]] = {}
+    for column in table_columns:
+        folded.setdefault(column.casefold(), []).append(column)
+    wanted = set()
+    for name in loaded:
+        if name in table_columns:
+            wanted.add(name)
+        elif fold_case and len(folded.get(name.casefold(), [])) == 1:
+            wanted.add(folded[name.casefold()][0])
+    return [c for c in table_columns if c in wanted]
+
+
 def merge_columns(
-    table_columns: Sequence[str], loaded: Sequence[str] | None, keys: Sequence[str]
+    table_columns: Sequence[str],
+    loaded: Sequence[str] | None,
+    keys: Sequence[str],
+    *,
+    fold_case: bool = False,
 ) -> tuple[list[str], list[str]]:
     """The columns an upsert inserts and those it updates, in table order.
 
     Only the columns the input holds (``loaded``; all when ``None``): a column the input lacks
-    keeps its value on an updated row and gets its default on an inserted one. An input name
-    matches its column exactly, else in any case when only one column has it (MySQL's column
-    names are case-insensitive: a header ``NAME`` loads into ``name``). The keys are inserted,
-    never updated. A key the input lacks is refused.
+    keeps its value on an updated row and gets its default on an inserted one (names match as
+    :func:`input_columns` says). The keys are inserted, never updated. A key the input lacks is
+    refused.
     """
-    if loaded is None:
-        present = list(table_columns)
-    else:
-        folded: dict[str, list[str]] = {}
-        for column in table_columns:
-            folded.setdefault(column.casefold(), []).append(column)
-        wanted = set()
-        for name in loaded:
-            if name in table_columns:
-                wanted.add(name)
-            elif len(folded.get(name.casefold(), [])) == 1:
-                wanted.add(folded[name.casefold()][0])
-        present = [c for c in table_columns if c in wanted]
+    present = (
+        list(table_columns)
+        if loaded is None
+        else input_columns(table_columns, loaded, fold_case=fold_case)
+    )
     missing = [key for key in keys if key not in present]
     if missing:
         raise ValueError(

@@ -28,6 +28,7 @@ from airflow_bulkload.modes import (
     REPLACE,
     UPSERT,
     MergeSpec,
+    input_columns,
     merge_columns,
     old_table,
     work_table,
@@ -112,10 +113,15 @@ class LoadModesHook(TableStateHook):
         self.check_mode(table, mode, upsert_keys)
         staged = read_manifest(s3_client(self.aws_conn_id), manifest, required=True)
         dialect = self.dialect
+        prefix = parse_s3_uri(manifest.rsplit("/", 1)[0] + "/")[1]
         with self._session() as conn:
             ref = self._ref(conn, table)
             if mode == UPSERT and staged.chunks and staged.chunks[0].columns:
                 self._check_required_columns(conn, ref, staged.chunks[0].columns)
+            # the record of this input's publication is this run's to write: an earlier run's
+            # must not make a vanished work table look published
+            with dialect.transaction(conn):
+                dialect.delete_load_records(conn, ref, prefix)
             work = work_table(ref, mode, dialect.max_identifier_length)
             marker = work_marker(mode, ref, load_id, input_tag(staged))
             found = dialect.work_table_marker(conn, work)
@@ -144,17 +150,22 @@ class LoadModesHook(TableStateHook):
 
     def _check_required_columns(self, conn: Any, ref: TableRef, loaded: list[str]) -> None:
         """Refuse an upsert input without a column every row needs (NOT NULL, no default)."""
-        info = self.dialect.describe_table(conn, ref)
+        dialect = self.dialect
+        info = dialect.describe_table(conn, ref)
         generated = set(info.extra.get("generated_columns", []))
         identity = set(info.extra.get("identity_columns") or [])
-        folded = {name.casefold() for name in loaded}
+        present = input_columns(
+            [c.name for c in info.columns],
+            loaded,
+            fold_case=dialect.traits.case_insensitive_columns,
+        )
         missing = [
             c.name
             for c in info.columns
             if not c.nullable
             and c.default is None
             and c.name not in generated | identity
-            and c.name.casefold() not in folded
+            and c.name not in present
         ]
         if missing:
             raise LoadModeError(
@@ -288,11 +299,17 @@ class LoadModesHook(TableStateHook):
     def _finish_swap(self, conn: Any, ref: TableRef, work: TableRef) -> int:
         """Complete a swap cut short after its rename (MySQL): drop the old table, move the ledger.
 
-        Only when the work table's ledger entries are still there, i.e. a rename of this load
-        happened (a table by the old table's name was refused before it) and nothing after it.
+        Only when the rename is proven: the work table's ledger entries are still there and were
+        written into the very table that is now the target (its InnoDB table id). A swap in one
+        transaction (PostgreSQL) is never cut short; entries whose work table was dropped some
+        other way prove nothing.
         """
         dialect = self.dialect
-        if not dialect.ledger_entries(conn, work, ""):
+        if dialect.traits.transactional_ddl:
+            return 0
+        entries = dialect.ledger_entries(conn, work, "")
+        generation = dialect.table_generation(conn, ref)
+        if not entries or generation is None or any(e.generation != generation for e in entries):
             return 0
         dialect.drop_table_if_exists(conn, old_table(ref, dialect.max_identifier_length))
         with dialect.transaction(conn):
@@ -311,13 +328,15 @@ class LoadModesHook(TableStateHook):
         dialect = self.dialect
         record = LoadRecord(str(ref), prefix, load_id, empty_before=True)
         if not exists:
-            finished = self._finish_swap(conn, ref, work)
-            held = {e.chunk_key for e in dialect.ledger_entries(conn, ref, prefix)}
-            if not all(c.key in held for c in staged.chunks):
-                raise self._gone(ref, work)
-            if finished:
+            if self._finish_swap(conn, ref, work):
                 with dialect.transaction(conn):
                     dialect.write_load_record(conn, record)
+            # published by this run: the swap wrote the record prepare took away, and the
+            # target's ledger holds every chunk of the input
+            held = {e.chunk_key for e in dialect.ledger_entries(conn, ref, prefix)}
+            published = dialect.read_load_record(conn, ref, prefix) is not None
+            if not published or not all(c.key in held for c in staged.chunks):
+                raise self._gone(ref, work)
             self.log.info("%s: the work table %s was already swapped in", ref, work)
             return "already swapped in"
         with dialect.transaction(conn):
@@ -356,7 +375,10 @@ class LoadModesHook(TableStateHook):
         loaded = staged.chunks[0].columns if staged.chunks else None
         generated = set(info.extra.get("generated_columns", []))
         columns, update = merge_columns(
-            [c.name for c in info.columns if c.name not in generated], loaded, keys
+            [c.name for c in info.columns if c.name not in generated],
+            loaded,
+            keys,
+            fold_case=dialect.traits.case_insensitive_columns,
         )
         doubles = dialect.duplicate_keys(conn, work, keys)
         if doubles:
