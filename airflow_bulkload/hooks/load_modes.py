@@ -2,13 +2,15 @@
 
 A mode other than ``append`` loads into a work table (:func:`airflow_bulkload.modes.work_table`)
 that prepare creates from the target's definition and then strips as usual; the load tasks fill
-it under the chunk ledger; finalize rebuilds its indexes and publishes it: ``replace`` swaps it in
-and hands its ledger entries to the target, ``upsert`` merges it into the target by key, checks
-every row arrived, and drops it. The teardown (restore) drops an unpublished work table, so a
-failed run leaves the target as it was.
+it under the chunk ledger; finalize checks it holds every chunk of the input, rebuilds its indexes
+and publishes it: ``replace`` swaps it in and hands its ledger entries to the target, ``upsert``
+merges it into the target by key in one transaction, checks every row arrived, and drops it. The
+teardown (restore) drops this load's unpublished work table, so a failed run leaves the target as
+it was.
 
 Every step can run again: a work table is marked with its load and input, so a re-run finds its
-own (and resumes) or a stale one (and starts afresh); a work table that is gone was published.
+own (and resumes) or a stale one (and starts afresh); a work table that is gone counts as
+published only when this run recorded the publication (prepare takes an earlier record away).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from airflow_bulkload.s3io import parse_s3_uri, s3_client
 from airflow_bulkload.staging.manifest import Manifest, read_manifest
 from airflow_bulkload.table_state import STATUS_DONE
 
-#: rows per merge transaction of an upsert
+#: rows per merge statement of an upsert (the statements share one transaction)
 MERGE_BATCH_ROWS = 200_000
 #: how every work table's marker (its comment) begins: a table without it is not ours to drop
 MARKER_PREFIX = "airflow_bulkload "
