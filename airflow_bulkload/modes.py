@@ -67,6 +67,17 @@ def parse_upsert_keys(value: Any) -> list[str] | None:
     return parts
 
 
+def parse_mode_arguments(mode: Any, upsert_keys: Any) -> tuple[str, list[str] | None]:
+    """``mode`` and ``upsert_keys`` as rendered, checked together (``ValueError``).
+
+    ``upsert_keys`` only goes with ``mode="upsert"``.
+    """
+    parsed, keys = parse_mode(mode), parse_upsert_keys(upsert_keys)
+    if keys and parsed != UPSERT:
+        raise ValueError(f"upsert_keys is for mode='upsert', not mode={mode!r}")
+    return parsed, keys
+
+
 def _derived(table: TableRef, suffix: str, max_length: int) -> TableRef:
     name = table.name + suffix
     if len(name.encode("utf-8")) > max_length:

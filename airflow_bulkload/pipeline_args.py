@@ -14,7 +14,7 @@ from airflow.sdk import Context, Param
 
 from airflow_bulkload.bulk_mode.policy import check_reboot_policy
 from airflow_bulkload.hooks.bulk_load import LOAD_METHODS
-from airflow_bulkload.modes import MODES, parse_mode, parse_upsert_keys
+from airflow_bulkload.modes import MODES, parse_mode, parse_mode_arguments
 
 AUTO = "auto"
 BULK_MODES = (AUTO, "off")
@@ -110,11 +110,10 @@ def check_pipeline_arguments(
     if bulk_mode != "off" and "{{" not in reboot_policy:
         check_reboot_policy(reboot_policy)  # the operator checks again once rendered
     if "{{" not in str(mode):
-        parsed = parse_mode(mode)
-        if not (isinstance(upsert_keys, str) and "{{" in upsert_keys):
-            keys = parse_upsert_keys(upsert_keys)
-            if keys and parsed != "upsert":
-                raise ValueError(f"upsert_keys is for mode='upsert', not mode={mode!r}")
+        if isinstance(upsert_keys, str) and "{{" in upsert_keys:
+            parse_mode(mode)
+        else:
+            parse_mode_arguments(mode, upsert_keys)
 
 
 def reload_param() -> Param:

@@ -35,8 +35,8 @@ from airflow_bulkload.modes import (
     old_table,
     work_table,
 )
-from airflow_bulkload.s3io import parse_s3_uri, s3_client
-from airflow_bulkload.staging.manifest import Manifest, read_manifest
+from airflow_bulkload.s3io import s3_client
+from airflow_bulkload.staging.manifest import Manifest, read_manifest, staging_key_of
 from airflow_bulkload.table_state import STATUS_DONE
 
 #: rows per merge statement of an upsert (the statements share one transaction)
@@ -115,7 +115,7 @@ class LoadModesHook(TableStateHook):
         self.check_mode(table, mode, upsert_keys)
         staged = read_manifest(s3_client(self.aws_conn_id), manifest, required=True)
         dialect = self.dialect
-        prefix = parse_s3_uri(manifest.rsplit("/", 1)[0] + "/")[1]
+        prefix = staging_key_of(manifest)
         with self._session() as conn:
             ref = self._ref(conn, table)
             if mode == UPSERT and staged.chunks and staged.chunks[0].columns:
@@ -225,7 +225,7 @@ class LoadModesHook(TableStateHook):
         """
         dialect = self.dialect
         staged = read_manifest(s3_client(self.aws_conn_id), manifest, required=True)
-        prefix = parse_s3_uri(manifest.rsplit("/", 1)[0] + "/")[1]
+        prefix = staging_key_of(manifest)
         with self._session() as conn:
             ref = self._ref(conn, table)
             work = work_table(ref, mode, dialect.max_identifier_length)
@@ -451,9 +451,3 @@ class LoadModesHook(TableStateHook):
                 dialect.release_table_claim(conn, ref, load_id)
         self.log.info("%s: %s (mode %s, load %s)", ref, status, mode, load_id)
         return {"load_id": load_id, "table": str(ref), "mode": mode, "status": status}
-
-
-def check_upsert_arguments(mode: str, upsert_keys: list[str] | None) -> None:
-    """``upsert_keys`` only with ``mode="upsert"``."""
-    if upsert_keys and mode != UPSERT:
-        raise ValueError(f"upsert_keys is for mode='upsert', not mode={mode!r}")

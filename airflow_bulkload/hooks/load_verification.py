@@ -13,8 +13,8 @@ from typing import Any
 from airflow_bulkload.catalog import LoadRecord
 from airflow_bulkload.exceptions import LoadVerificationError
 from airflow_bulkload.hooks.table_truth import TableTruthMixin
-from airflow_bulkload.s3io import parse_s3_uri, s3_client
-from airflow_bulkload.staging.manifest import FileFormat, read_manifest
+from airflow_bulkload.s3io import s3_client
+from airflow_bulkload.staging.manifest import FileFormat, read_manifest, staging_key_of
 from airflow_bulkload.staging.origin import records_with_key
 from airflow_bulkload.staging.sources import open_source
 
@@ -75,7 +75,7 @@ class LoadVerificationMixin(TableTruthMixin):
         manifest = read_manifest(s3, manifest_uri)
         if manifest is None:
             raise LoadVerificationError(f"{manifest_uri}: the manifest is gone; nothing to verify")
-        current_key = parse_s3_uri(manifest_uri.rsplit("/", 1)[0] + "/")[1]
+        current_key = staging_key_of(manifest_uri)
         dialect = self.dialect
         problems: list[str] = []
         checks: list[str] = []
@@ -170,7 +170,7 @@ class LoadVerificationMixin(TableTruthMixin):
         manifest = read_manifest(s3_client(self.aws_conn_id), manifest_uri)
         if manifest is None:
             raise LoadVerificationError(f"{manifest_uri}: the manifest is gone; nothing to verify")
-        current_key = parse_s3_uri(manifest_uri.rsplit("/", 1)[0] + "/")[1]
+        current_key = staging_key_of(manifest_uri)
         dialect = self.dialect
         with closing(self.get_conn()) as conn:
             dialect.ensure_state_schema(conn)

@@ -19,8 +19,8 @@ from airflow_bulkload.advice import (
 )
 from airflow_bulkload.advice.models import AUTO, FailOn, LoadPlan, failing_severities
 from airflow_bulkload.exceptions import PreflightFailedError
-from airflow_bulkload.hooks.load_modes import LoadModesHook, check_upsert_arguments
-from airflow_bulkload.modes import parse_mode, parse_upsert_keys
+from airflow_bulkload.hooks.load_modes import LoadModesHook
+from airflow_bulkload.modes import parse_mode, parse_mode_arguments
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.s3io import s3_client
@@ -174,13 +174,13 @@ class PreflightCheckOperator(TableTaskOperator):
         check_method(self.method)
         failing_severities(self.fail_on)
         self._options()
-        check_upsert_arguments(parse_mode(self.mode), parse_upsert_keys(self.upsert_keys))
+        parse_mode_arguments(self.mode, self.upsert_keys)
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
         # a mode the table cannot take as promised is refused before anything changes
         LoadModesHook(self.conn_id, self.aws_conn_id).check_mode(
-            self.table, parse_mode(self.mode), parse_upsert_keys(self.upsert_keys)
+            self.table, *parse_mode_arguments(self.mode, self.upsert_keys)
         )
         hook = self.bulk_load_hook()
         table_info = hook.describe_table(self.table)

@@ -28,7 +28,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context, conf
 
 from airflow_bulkload.exceptions import BulkLoadError, TableClaimedError
-from airflow_bulkload.hooks.load_modes import LoadModesHook, check_upsert_arguments
+from airflow_bulkload.hooks.load_modes import LoadModesHook
 from airflow_bulkload.hooks.table_state import TableStateHook
 from airflow_bulkload.knobs import (
     default_load_id,
@@ -36,7 +36,7 @@ from airflow_bulkload.knobs import (
     parse_optional_int,
     parse_parallelism,
 )
-from airflow_bulkload.modes import APPEND, parse_mode, parse_upsert_keys
+from airflow_bulkload.modes import APPEND, parse_mode_arguments
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import validate_or_fail
 from airflow_bulkload.triggers.db_waits import TableClaimTrigger
@@ -67,9 +67,7 @@ class _TableOperator(TableTaskOperator):
 
     def load_mode(self) -> tuple[str, list[str] | None]:
         """The rendered ``mode`` and ``upsert_keys``, checked (``ValueError``)."""
-        mode, keys = parse_mode(self.mode), parse_upsert_keys(self.upsert_keys)
-        check_upsert_arguments(mode, keys)
-        return mode, keys
+        return parse_mode_arguments(self.mode, self.upsert_keys)
 
     def resolved_load_id(self, context: Context) -> str:
         if self.load_id:

@@ -224,6 +224,14 @@ class Manifest:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def staging_key_of(manifest_uri: str) -> str:
+    """The S3 key prefix of a staging: the folder the manifest is in, ``/``-terminated.
+
+    The chunk ledger and the load records name a staged input by it.
+    """
+    return parse_s3_uri(manifest_uri.rsplit("/", 1)[0] + "/")[1]
+
+
 @overload
 def read_manifest(s3: Any, uri: str, *, required: Literal[True]) -> Manifest: ...
 
