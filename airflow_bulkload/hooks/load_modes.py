@@ -82,8 +82,10 @@ class LoadModesHook(TableStateHook):
         if mode == APPEND:
             return
         with self._session() as conn:
-            ref = self._ref(conn, table)
-            blockers = self.dialect.mode_blockers(conn, ref, mode, keys)
+            self._refuse_blockers(conn, self._ref(conn, table), mode, keys)
+
+    def _refuse_blockers(self, conn: Any, ref: TableRef, mode: str, keys: list[str] | None) -> None:
+        blockers = self.dialect.mode_blockers(conn, ref, mode, keys)
         if blockers:
             raise LoadModeError(
                 f"{ref} cannot be loaded with mode={mode!r}: it has "
@@ -95,6 +97,11 @@ class LoadModesHook(TableStateHook):
                     else ""
                 )
             )
+
+    def _target_and_work(self, conn: Any, table: str, mode: str) -> tuple[TableRef, TableRef]:
+        """The target, qualified, and its work table for ``mode``."""
+        ref = self._ref(conn, table)
+        return ref, work_table(ref, mode, self.dialect.max_identifier_length)
 
     # -- prepare -----------------------------------------------------------------------------------
     def prepare_work_table(
@@ -112,19 +119,18 @@ class LoadModesHook(TableStateHook):
         The target is not changed. A work table another load or another input left behind is
         dropped with its ledger entries; this load's own is kept, with the chunks committed so far.
         """
-        self.check_mode(table, mode, upsert_keys)
         staged = read_manifest(s3_client(self.aws_conn_id), manifest, required=True)
         dialect = self.dialect
         prefix = staging_key_of(manifest)
         with self._session() as conn:
-            ref = self._ref(conn, table)
+            ref, work = self._target_and_work(conn, table, mode)
+            self._refuse_blockers(conn, ref, mode, upsert_keys)
             if mode == UPSERT and staged.chunks and staged.chunks[0].columns:
                 self._check_required_columns(conn, ref, staged.chunks[0].columns)
             # the record of this input's publication is this run's to write: an earlier run's
             # must not make a vanished work table look published
             with dialect.transaction(conn):
                 dialect.delete_load_records(conn, ref, prefix)
-            work = work_table(ref, mode, dialect.max_identifier_length)
             marker = work_marker(mode, ref, load_id, input_tag(staged))
             found = dialect.work_table_marker(conn, work)
             if found is not None and not found.startswith(MARKER_PREFIX):
@@ -227,8 +233,7 @@ class LoadModesHook(TableStateHook):
         staged = read_manifest(s3_client(self.aws_conn_id), manifest, required=True)
         prefix = staging_key_of(manifest)
         with self._session() as conn:
-            ref = self._ref(conn, table)
-            work = work_table(ref, mode, dialect.max_identifier_length)
+            ref, work = self._target_and_work(conn, table, mode)
             exists = dialect.table_exists(conn, work)
             if mode == REPLACE and not staged.chunks:
                 raise LoadModeError(
@@ -433,8 +438,7 @@ class LoadModesHook(TableStateHook):
         """The teardown: drop an unpublished work table (the target stays as it was)."""
         dialect = self.dialect
         with self._session() as conn:
-            ref = self._ref(conn, table)
-            work = work_table(ref, mode, dialect.max_identifier_length)
+            ref, work = self._target_and_work(conn, table, mode)
             found = dialect.work_table_marker(conn, work)
             if found is not None and f", load {_load_tag(load_id)}," in found:
                 self._discard(conn, work, load_id)

@@ -133,6 +133,23 @@ def read_csv_sql(
     return f"read_csv({files}, " + ", ".join(f"{k} = {v}" for k, v in options.items()) + ")"
 
 
+def _unconvertible(column: str, duck_type: str) -> str:
+    """True for a value of ``column`` that does not convert to ``duck_type`` (NULL converts)."""
+    return f"({duck_ident(column)} IS NOT NULL AND TRY_CAST({duck_ident(column)} AS {duck_type}) IS NULL)"
+
+
+def _count_readable(con: Any, typed_source: str, checks: Mapping[str, str]) -> int:
+    """Read ``typed_source`` (checked columns typed) to its end; how many records convert.
+
+    Records that do not go to the rejects tables. The checked columns are read, so DuckDB cannot
+    skip their casts (a bare ``count(*)`` would not convert anything).
+    """
+    touched = ", ".join(f"count({duck_ident(c)})" for c in checks)
+    # fetchall: the scan must finish for DuckDB to write its rejects tables
+    rows = con.execute(f"SELECT count(*), {touched} FROM {typed_source}").fetchall()  # noqa: S608
+    return int(rows[0][0]) if rows else 0
+
+
 def _explain(exc: Exception, path_names: Mapping[str, str]) -> str:
     text = str(exc)
     for local, original in path_names.items():
@@ -221,13 +238,14 @@ def normalize(
                     con, paths, fmt, columns, detected, names, set_aside=True, types=checks
                 )
                 try:
-                    readable = rejects.count_readable(con, typed, checks)
+                    readable = _count_readable(con, typed, checks)
                 except duckdb.Error as exc:
                     raise InputFormatError(
                         f"cannot read the input: {_explain(exc, names)}"
                     ) from exc
                 source = _source_by_header(con, paths, fmt, columns, detected, names, skip_bad=True)
-                source = f"(SELECT * FROM {source} WHERE {rejects.type_filter(checks)})"  # noqa: S608
+                keep = " AND ".join(f"NOT {_unconvertible(c, t)}" for c, t in checks.items())
+                source = f"(SELECT * FROM {source} WHERE {keep})"  # noqa: S608
             else:
                 source = _source_by_header(
                     con, paths, fmt, columns, detected, names, set_aside=max_errors > 0
@@ -450,10 +468,9 @@ def _bad_key_error(
     """Find the first key value that is not of its type and say where it is."""
     source = read_csv_sql(paths, fmt, columns, with_filename=True, skip_bad=skip_bad)
     for key, duck_type in zip(sort_key, sort_types, strict=True):
-        column = duck_ident(key)
         row = con.execute(
-            f"SELECT filename, {column} FROM {source} "  # noqa: S608
-            f"WHERE {column} IS NOT NULL AND TRY_CAST({column} AS {duck_type}) IS NULL LIMIT 1"
+            f"SELECT filename, {duck_ident(key)} FROM {source} "  # noqa: S608
+            f"WHERE {_unconvertible(key, duck_type)} LIMIT 1"
         ).fetchone()
         if row:
             where = names.get(str(row[0]), str(row[0]))

@@ -60,30 +60,6 @@ def type_checks(columns: Sequence[str], table_types: Mapping[str, str]) -> dict[
     return {c: t for c, t in checks.items() if t is not None}
 
 
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def type_filter(checks: Mapping[str, str]) -> str:
-    """A predicate keeping the records whose checked values all convert (NULL converts)."""
-    return " AND ".join(
-        f"({_ident(c)} IS NULL OR TRY_CAST({_ident(c)} AS {t}) IS NOT NULL)"
-        for c, t in checks.items()
-    )
-
-
-def count_readable(con: Any, typed_source: str, checks: Mapping[str, str]) -> int:
-    """Read ``typed_source`` (checked columns typed) to its end; how many records convert.
-
-    Records that do not go to the rejects tables. The checked columns are read, so DuckDB cannot
-    skip their casts (a bare ``count(*)`` would not convert anything).
-    """
-    touched = ", ".join(f"count({_ident(c)})" for c in checks)
-    # fetchall: the scan must finish for DuckDB to write its rejects tables
-    rows = con.execute(f"SELECT count(*), {touched} FROM {typed_source}").fetchall()  # noqa: S608
-    return int(rows[0][0]) if rows else 0
-
-
 class TooManyRejectsError(ValueError):
     """More records than ``max_errors`` do not read as the input's format."""
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from airflow_bulkload.s3io import ChunkStream
 
 from airflow_bulkload.dialects.mysql.load import MySqlLoader
-from airflow_bulkload.dialects.mysql.quoting import quote_identifier, quote_table
+from airflow_bulkload.dialects.mysql.quoting import quote_identifier, quote_table, with_parameters
 from airflow_bulkload.dialects.mysql.session import (
     _cursor,
     _execute,
@@ -191,11 +191,10 @@ class MySqlLedger(MySqlLoader):
     ) -> list[bool]:
         if not keys:
             return []
-        # the statement binds parameters: a "%" in a quoted name is doubled
         match = " AND ".join(
-            f"{quote_identifier(c, 'column').replace('%', '%%')} = %s" for c in columns
+            f"{with_parameters(quote_identifier(c, 'column'))} = %s" for c in columns
         )
-        where = quote_table(table).replace("%", "%%")
+        where = with_parameters(quote_table(table))
         probe = f"EXISTS (SELECT 1 FROM {where} WHERE {match})"  # noqa: S608 (quoted)
         row = _fetch_one(conn, "SELECT " + ", ".join([probe] * len(keys)), key_params(keys))
         return [bool(v) for v in (row or [])]

@@ -48,6 +48,14 @@ def quote_identifier(name: str, what: str = "identifier") -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
+def with_parameters(text: str) -> str:
+    """SQL text (quoted names included) for a statement that also binds ``%s`` parameters.
+
+    The driver formats such a statement with ``%``: a ``%`` a quoted name holds is doubled.
+    """
+    return text.replace("%", "%%")
+
+
 def quote_table(table: TableRef) -> str:
     """```db`.`table``` (or just ```table``` when the database is not known)."""
     name = quote_identifier(table.name, "table name")

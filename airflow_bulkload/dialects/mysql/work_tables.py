@@ -15,7 +15,11 @@ from typing import Any
 
 from airflow_bulkload.catalog import TableRef, describe_duplicate_keys
 from airflow_bulkload.dialects.mysql.ledger import _row_bytes
-from airflow_bulkload.dialects.mysql.quoting import quote_identifier, quote_table
+from airflow_bulkload.dialects.mysql.quoting import (
+    quote_identifier,
+    quote_table,
+    with_parameters,
+)
 from airflow_bulkload.dialects.mysql.session import (
     MySqlSession,
     _count,
@@ -33,16 +37,14 @@ def _cols(names: Sequence[str], alias: str | None = None) -> str:
     return ", ".join(prefix + quote_identifier(name, "column name") for name in names)
 
 
-def _esc(text: str) -> str:
-    return text.replace("%", "%%")
-
-
 def _after(key: Sequence[str], alias: str) -> str:
     """``key > (%s, ...)`` in lexicographic order, as ORs an index range can use."""
     terms = []
     for i, column in enumerate(key):
-        equal = [f"{alias}.{_esc(quote_identifier(c, 'column name'))} = %s" for c in key[:i]]
-        last = f"{alias}.{_esc(quote_identifier(column, 'column name'))} > %s"
+        equal = [
+            f"{alias}.{with_parameters(quote_identifier(c, 'column name'))} = %s" for c in key[:i]
+        ]
+        last = f"{alias}.{with_parameters(quote_identifier(column, 'column name'))} > %s"
         terms.append("(" + " AND ".join([*equal, last]) + ")")
     return "(" + " OR ".join(terms) + ")"
 
@@ -143,7 +145,9 @@ class MySqlWorkTables(MySqlSession, WorkTables):
         _execute(conn, f"CREATE TABLE {quote_table(work)} LIKE {quote_table(table)}")
 
     def mark_work_table(self, conn: Any, work: TableRef, marker: str) -> None:
-        _execute(conn, _esc(f"ALTER TABLE {quote_table(work)} COMMENT = ") + "%s", (marker,))
+        _execute(
+            conn, with_parameters(f"ALTER TABLE {quote_table(work)} COMMENT = ") + "%s", (marker,)
+        )
 
     def drop_table_if_exists(self, conn: Any, table: TableRef) -> None:
         _execute(conn, f"DROP TABLE IF EXISTS {quote_table(table)}")
@@ -156,7 +160,9 @@ class MySqlWorkTables(MySqlSession, WorkTables):
             )
         comment = self.work_table_marker(conn, table) or ""
         # the new table carries the old one's comment (in place of the work table's marker)
-        _execute(conn, _esc(f"ALTER TABLE {quote_table(work)} COMMENT = ") + "%s", (comment,))
+        _execute(
+            conn, with_parameters(f"ALTER TABLE {quote_table(work)} COMMENT = ") + "%s", (comment,)
+        )
         _execute(
             conn,
             f"RENAME TABLE {quote_table(table)} TO {quote_table(old)},"
@@ -165,20 +171,11 @@ class MySqlWorkTables(MySqlSession, WorkTables):
         _execute(conn, f"DROP TABLE {quote_table(old)}")
         return ["grants and views follow the name", "AUTO_INCREMENT continues after the new rows"]
 
-    def _primary_key(self, conn: Any, table: TableRef) -> list[str]:
-        rows = _fetch_all(
-            conn,
-            "SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s"
-            " AND TABLE_NAME = %s AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX",
-            self._where(conn, table),
-        )
-        return [str(r[0]) for r in rows]
-
     def merge_batches(self, conn: Any, merge: MergeSpec, batch_rows: int) -> Iterator[int]:
         table, work = merge.table, merge.work
         columns, update, keys = merge.columns, merge.update, merge.keys
         target = quote_table(table)
-        pk = self._primary_key(conn, work)
+        pk = list(self.describe_table(conn, work).primary_key)
         assignments = (
             ", ".join(
                 f"{target}.{quote_identifier(c, 'column name')} = src.{quote_identifier(c, 'column name')}"
@@ -189,13 +186,20 @@ class MySqlWorkTables(MySqlSession, WorkTables):
             f"{target}.{quote_identifier(keys[0], 'column name')}"
         )
         # identifiers may hold "%": every statement here binds parameters, so it is doubled
-        head = _esc(
+        head = with_parameters(
             f"INSERT INTO {target} ({_cols(columns)}) SELECT {_cols(columns, 'src')}"  # noqa: S608 (quoted)
             f" FROM {quote_table(work)} AS src WHERE "
         )
-        tail = _esc(
+        tail = with_parameters(
             (f" ORDER BY {_cols(pk, 'src')}" if pk else "")
             + f" ON DUPLICATE KEY UPDATE {assignments}"
+        )
+        # the next batch's last key: the key batch_rows rows on
+        bound_head = with_parameters(
+            f"SELECT {_cols(pk, 'src')} FROM {quote_table(work)} AS src WHERE "  # noqa: S608 (quoted)
+        )
+        bound_tail = with_parameters(f" ORDER BY {_cols(pk, 'src')}") + (
+            f" LIMIT 1 OFFSET {max(int(batch_rows), 1) - 1}"
         )
         low: list[Any] | None = None
         while True:
@@ -204,14 +208,7 @@ class MySqlWorkTables(MySqlSession, WorkTables):
                 where, params = _after(pk, "src"), _after_params(low)
             high = None
             if pk:
-                high = _fetch_one(
-                    conn,
-                    _esc(f"SELECT {_cols(pk, 'src')} FROM {quote_table(work)} AS src WHERE ")  # noqa: S608 (quoted)
-                    + where
-                    + _esc(f" ORDER BY {_cols(pk, 'src')}")
-                    + f" LIMIT 1 OFFSET {max(int(batch_rows), 1) - 1}",
-                    tuple(params),
-                )
+                high = _fetch_one(conn, bound_head + where + bound_tail, tuple(params))
             if high is not None:
                 where = f"{where} AND NOT {_after(pk, 'src')}"
                 params = [*params, *_after_params(list(high))]

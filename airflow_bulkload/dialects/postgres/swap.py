@@ -57,12 +57,8 @@ WHERE att.attrelid = %(t)s::regclass AND att.attacl IS NOT NULL
 """
 
 
-def _parts(table: TableRef) -> tuple[str, ...]:
-    return (table.schema, table.name) if table.schema else (table.name,)
-
-
 def _in_schema(table: TableRef, name: str) -> sql.Identifier:
-    return sql.Identifier(*_parts(TableRef(name, table.schema)))
+    return table_identifier(TableRef(name, table.schema))
 
 
 def _shapes(conn: Any, query: str, regclass: str) -> dict[str, list[tuple[Any, ...]]]:
@@ -193,7 +189,8 @@ def swap_tables(conn: Any, table: TableRef, work: TableRef) -> list[str]:
     for schema, sequence, column in serials:
         conn.execute(
             sql.SQL("ALTER SEQUENCE {} OWNED BY {}").format(
-                sql.Identifier(schema, sequence), sql.Identifier(*_parts(work), column)
+                sql.Identifier(schema, sequence),
+                sql.SQL("{}.{}").format(new, sql.Identifier(column)),
             )
         )
 

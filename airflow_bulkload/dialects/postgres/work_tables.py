@@ -15,6 +15,7 @@ from typing import Any
 from psycopg import sql
 
 from airflow_bulkload.catalog import TableRef, describe_duplicate_keys
+from airflow_bulkload.dialects.postgres.ledger import _row_text
 from airflow_bulkload.dialects.postgres.session import table_identifier
 from airflow_bulkload.dialects.postgres.swap import swap_tables
 from airflow_bulkload.dialects.postgres.table_prep import PostgresTablePrep
@@ -68,11 +69,6 @@ def _columns(names: Sequence[str], alias: str | None = None) -> sql.Composed:
     return sql.SQL(", ").join(
         sql.Identifier(alias, name) if alias else sql.Identifier(name) for name in names
     )
-
-
-def _row_text(alias: str, names: Sequence[str]) -> sql.Composed:
-    # ``ROW(...)::text``: NULL-safe, and defined for every type (json has no ``=``)
-    return sql.SQL("ROW({})::text").format(_columns(names, alias))
 
 
 class PostgresWorkTables(PostgresTablePrep, WorkTables):
@@ -168,24 +164,18 @@ class PostgresWorkTables(PostgresTablePrep, WorkTables):
             return
         with self._read(conn) as cur:
             cur.execute(
-                "SELECT t.spcname FROM pg_catalog.pg_class c"
-                " JOIN pg_catalog.pg_tablespace t ON t.oid = c.reltablespace"
+                "SELECT t.spcname, c.relpersistence = 'u' FROM pg_catalog.pg_class c"
+                " LEFT JOIN pg_catalog.pg_tablespace t ON t.oid = c.reltablespace"
                 " WHERE c.oid = %s::regclass",
                 (target.as_string(conn),),
             )
-            tablespace = cur.fetchone()
-        with self._read(conn) as cur:
-            cur.execute(
-                "SELECT relpersistence = 'u' FROM pg_catalog.pg_class WHERE oid = %s::regclass",
-                (target.as_string(conn),),
-            )
-            unlogged = bool(cur.fetchone()[0])
+            tablespace, unlogged = cur.fetchone()
         conn.execute(
             sql.SQL("CREATE {}TABLE {} (LIKE {} INCLUDING ALL){}").format(
                 sql.SQL("UNLOGGED " if unlogged else ""),
                 new,
                 target,
-                sql.SQL(" TABLESPACE {}").format(sql.Identifier(tablespace[0]))
+                sql.SQL(" TABLESPACE {}").format(sql.Identifier(tablespace))
                 if tablespace
                 else sql.SQL(""),
             )
@@ -285,7 +275,3 @@ class PostgresWorkTables(PostgresTablePrep, WorkTables):
             )
             rows = cur.fetchall()
         return describe_duplicate_keys(list(keys), rows)
-
-
-def _parts(table: TableRef) -> tuple[str, ...]:
-    return (table.schema, table.name) if table.schema else (table.name,)
