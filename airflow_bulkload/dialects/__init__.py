@@ -2,11 +2,12 @@
 
 :mod:`.roles` declares the roles every engine implements and :class:`Dialect`, their union;
 ``postgres/`` and ``mysql/`` implement them. Nothing above this layer imports more than
-:func:`dialect_for` and :class:`Dialect`.
+:func:`dialect_for`, :class:`Dialect` and the request values of :mod:`.requests`.
 """
 
 from __future__ import annotations
 
+from airflow_bulkload.dialects.requests import IndexBuild, LoadInto, Withdrawal
 from airflow_bulkload.dialects.roles import Dialect
 
 
@@ -28,4 +29,4 @@ def dialect_for(conn_type: str, *, state_schema: str | None = None) -> Dialect:
     raise ValueError(f"no bulk-load dialect for connection type {conn_type!r} (postgres or mysql)")
 
 
-__all__ = ["Dialect", "dialect_for"]
+__all__ = ["Dialect", "IndexBuild", "LoadInto", "Withdrawal", "dialect_for"]

@@ -22,8 +22,9 @@ from airflow_bulkload.catalog import (
     TableState,
     check_identifier,
 )
+from airflow_bulkload.dialects.requests import IndexBuild, LoadInto, Withdrawal
 from airflow_bulkload.dialects.work_tables import WorkTables
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
+from airflow_bulkload.staging.manifest import ChunkSpec
 
 if TYPE_CHECKING:
     from airflow_bulkload.s3io import ChunkStream
@@ -98,23 +99,13 @@ class Ledger(abc.ABC):
         """The committed chunks of ``table`` whose key starts with ``key_prefix``, by key."""
 
     @abc.abstractmethod
-    def withdraw_chunk(
-        self,
-        conn: Any,
-        table: TableRef,
-        entry: LedgerEntry,
-        chunk: ChunkSpec,
-        key_columns: list[str],
-        stream: ChunkStream,
-        *,
-        exact: bool = True,
-    ) -> int:
+    def withdraw_chunk(self, conn: Any, withdrawal: Withdrawal, stream: ChunkStream) -> int:
         """Take a committed chunk back out, in one transaction of its own; returns rows deleted.
 
-        Delete the rows of ``table`` whose ``key_columns`` equal those of a row in ``stream`` (the
-        chunk's content, as it was loaded) and the chunk's ledger entry, and commit. With no
-        ``key_columns`` (the table has no key the chunk carries), a row matches on every column
-        the chunk carries, NULL-safely, and the delete must be exact.
+        Delete the rows of ``withdrawal.table`` whose ``key_columns`` equal those of a row in
+        ``stream`` (the chunk's content, as it was loaded) and the chunk's ledger entry, and
+        commit. With no ``key_columns`` (the table has no key the chunk carries), a row matches on
+        every column the chunk carries, NULL-safely, and the delete must be exact.
 
         The delete must match the ledger: with ``exact`` it must delete exactly ``entry.rows``
         rows, else (at most that many, for a chunk some of whose rows are already gone) it
@@ -203,15 +194,7 @@ class ChunkLoader(abc.ABC):
         """Per-transaction/session settings for a fast, still-checked load."""
 
     @abc.abstractmethod
-    def load_stream(
-        self,
-        conn: Any,
-        table: TableRef,
-        columns: list[str] | None,
-        file_format: FileFormat,
-        stream: ChunkStream,
-        source: str,
-    ) -> int:
+    def load_stream(self, conn: Any, into: LoadInto, stream: ChunkStream, source: str) -> int:
         """Load rows read from ``stream`` (decompressed bytes) and return the number loaded.
 
         Bad input raises :class:`~airflow_bulkload.exceptions.ChunkLoadError` naming ``source``.
@@ -226,13 +209,7 @@ class ChunkLoader(abc.ABC):
         """
 
     def load_server_side(
-        self,
-        conn: Any,
-        method: str,
-        table: TableRef,
-        columns: list[str] | None,
-        chunk: ChunkSpec,
-        region: str,
+        self, conn: Any, method: str, into: LoadInto, chunk: ChunkSpec, region: str
     ) -> int:
         """Have the server pull the chunk from S3 itself; returns rows loaded."""
         raise NotImplementedError(f"{self.name} has no server-side load method {method!r}")
@@ -343,20 +320,10 @@ class TablePrep(abc.ABC):
         """Drop a saved foreign key (declared on ``fk["schema"].fk["table"]``)."""
 
     @abc.abstractmethod
-    def create_indexes(
-        self,
-        conn: Any,
-        table: TableRef,
-        indexes: list[dict[str, Any]],
-        maintenance_work_mem: str,
-        *,
-        concurrent_sessions: int = 1,
-    ) -> None:
+    def create_indexes(self, conn: Any, table: TableRef, build: IndexBuild) -> None:
         """Build saved indexes in this session.
 
         PostgreSQL: one per call when run in parallel; MySQL: one ``ALTER TABLE`` for all.
-        ``concurrent_sessions``: how many sessions build at once (PostgreSQL then gives each build
-        no parallel workers of its own).
         """
 
     def restore_comments(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:  # noqa: B027

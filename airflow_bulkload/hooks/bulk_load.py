@@ -20,7 +20,7 @@ from airflow_bulkload.catalog import (
     TableInfo,
     TableRef,
 )
-from airflow_bulkload.dialects import Dialect, dialect_for
+from airflow_bulkload.dialects import Dialect, LoadInto, dialect_for
 from airflow_bulkload.exceptions import (
     ChunkConflictError,
     ChunkLoadError,
@@ -169,9 +169,8 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
                     scratch = dialect.scratch_copy(conn, ref)
                     with open_chunk_stream(spec, aws_conn_id=self.aws_conn_id) as stream:
                         cols = columns if columns is not None else spec.columns
-                        rows = dialect.load_stream(
-                            conn, scratch, cols, spec.format, stream, spec.uri
-                        )
+                        into = LoadInto(scratch, cols, spec.format)
+                        rows = dialect.load_stream(conn, into, stream, spec.uri)
                         stream.verify(spec.checksum)
                         nbytes = stream.bytes_read
                 finally:
@@ -385,9 +384,10 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
         dialect = self.dialect
         dialect.tune_load_session(conn)
         probe = probe_of(spec)
+        into = LoadInto(ref, columns, fmt)
         if method == "client":
             with open_chunk_stream(spec, aws_conn_id=self.aws_conn_id) as stream:
-                rows = dialect.load_stream(conn, ref, columns, fmt, stream, spec.uri)
+                rows = dialect.load_stream(conn, into, stream, spec.uri)
                 stream.verify(spec.checksum)
                 nbytes = stream.bytes_read
                 if isinstance(stream, DirectChunkStream) and spec.key_columns:
@@ -395,9 +395,7 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
                     probe = KeyProbe(list(spec.key_columns), *keys) if keys else None
         else:
             self._check_stored_object(spec)
-            rows = dialect.load_server_side(
-                conn, method, ref, columns, spec, s3_region(self.aws_conn_id)
-            )
+            rows = dialect.load_server_side(conn, method, into, spec, s3_region(self.aws_conn_id))
             nbytes = spec.raw_bytes or spec.bytes
         if spec.rows is not None and rows != spec.rows:
             raise RowCountMismatchError(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_bulkload.advice.plan import DEFAULT_PARALLELISM
 from airflow_bulkload.catalog import TableRef
+from airflow_bulkload.dialects import IndexBuild
 from airflow_bulkload.exceptions import DuplicateKeyError
 from airflow_bulkload.knobs import parse_parallelism
 from airflow_bulkload.table_state import plan_rebuild
@@ -98,7 +99,7 @@ class TableRebuildMixin:
         elif indexes:
             started = time.monotonic()
             try:
-                dialect.create_indexes(conn, ref, indexes, maintenance_work_mem)
+                dialect.create_indexes(conn, ref, IndexBuild(indexes, maintenance_work_mem))
             except Exception as exc:
                 error = self._build_error(conn, ref, _failed_index(indexes, exc), exc, load_id)
                 if error is exc:
@@ -143,9 +144,8 @@ class TableRebuildMixin:
     ) -> float:
         started = time.monotonic()
         with self._session() as conn:
-            self.dialect.create_indexes(
-                conn, ref, [index], maintenance_work_mem, concurrent_sessions=sessions
-            )
+            build = IndexBuild([index], maintenance_work_mem, concurrent_sessions=sessions)
+            self.dialect.create_indexes(conn, ref, build)
         return time.monotonic() - started
 
     def _build_error(

@@ -15,6 +15,7 @@ from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 from airflow_bulkload.catalog import ChunkResult, LedgerEntry, LoadRecord, Reconciliation, TableRef
+from airflow_bulkload.dialects import Withdrawal
 from airflow_bulkload.exceptions import (
     BulkLoadError,
     InputAlreadyLoadedError,
@@ -94,9 +95,8 @@ class TableTruthMixin:
         )
         if entry.probe is not None and not dialect.table_is_empty(conn, ref):
             with open_chunk_stream(spec, aws_conn_id=self.aws_conn_id, to_withdraw=True) as stream:
-                deleted = dialect.withdraw_chunk(
-                    conn, ref, entry, spec, entry.probe.columns, stream, exact=False
-                )
+                withdrawal = Withdrawal(ref, entry, spec, entry.probe.columns, exact=False)
+                deleted = dialect.withdraw_chunk(conn, withdrawal, stream)
             if deleted:
                 self.log.warning(
                     "%s: took out the %d of its rows still in %s before loading it again",
@@ -473,9 +473,8 @@ class TableTruthMixin:
                 "identified to take them back"
             )
         with open_chunk_stream(spec, aws_conn_id=None, client=s3, to_withdraw=True) as stream:
-            deleted = self.dialect.withdraw_chunk(
-                conn, table, entry, spec, key_columns, stream, exact=exact
-            )
+            withdrawal = Withdrawal(table, entry, spec, key_columns, exact=exact)
+            deleted = self.dialect.withdraw_chunk(conn, withdrawal, stream)
         self.log.info("%s: took its %d rows back out of %s", spec.uri, deleted, table)
         return ChunkResult(
             spec.uri, deleted, entry.bytes, time.monotonic() - started, False, "withdraw"

@@ -19,6 +19,7 @@ from airflow_bulkload.catalog import (
     check_withdrawn,
     key_params,
 )
+from airflow_bulkload.dialects.requests import LoadInto, Withdrawal
 from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.staging.manifest import ChunkSpec
 
@@ -294,17 +295,7 @@ class MySqlLedger(MySqlLoader):
             (str(table), prefix, prefix),
         )
 
-    def withdraw_chunk(
-        self,
-        conn: Any,
-        table: TableRef,
-        entry: LedgerEntry,
-        chunk: ChunkSpec,
-        key_columns: list[str],
-        stream: ChunkStream,
-        *,
-        exact: bool = True,
-    ) -> int:
+    def withdraw_chunk(self, conn: Any, withdrawal: Withdrawal, stream: ChunkStream) -> int:
         """LOAD the chunk into a scratch table, then delete the rows whose key matches.
 
         The scratch table sits beside the target. The delete and the ledger entry's go in one
@@ -317,6 +308,8 @@ class MySqlLedger(MySqlLoader):
         NULL-safely and byte for byte, and the count must be exact; the scratch table then
         indexes a CRC32 of each row, so each target row costs one index lookup.
         """
+        table, entry, chunk = withdrawal.table, withdrawal.entry, withdrawal.chunk
+        key_columns = withdrawal.key_columns
         name = "bulkload_withdraw_" + chunk_id(entry.table, entry.chunk_key).hex()[:16]
         scratch = TableRef(name=name, schema=table.schema)
         columns = chunk.columns or [column for column, _ in self.load_columns(conn, table)]
@@ -344,7 +337,7 @@ class MySqlLedger(MySqlLoader):
         try:
             with self.transaction(conn):
                 self.claim_chunk(conn, table, chunk)
-                self.load_stream(conn, scratch, columns, chunk.format, stream, chunk.uri)
+                self.load_stream(conn, LoadInto(scratch, columns, chunk.format), stream, chunk.uri)
                 with _cursor(conn) as cur:
                     if not key_columns:
                         cur.execute(
@@ -369,7 +362,9 @@ class MySqlLedger(MySqlLoader):
                             f"{join} {quote_table(scratch)} AS w ON {match}"
                         )
                     )
-                check_withdrawn(entry, chunk.uri, table, deleted, exact=exact or not key_columns)
+                check_withdrawn(
+                    entry, chunk.uri, table, deleted, exact=withdrawal.exact or not key_columns
+                )
                 self.forget_chunk(conn, entry)
         finally:
             _execute(conn, f"DROP TABLE IF EXISTS {quote_table(scratch)}")

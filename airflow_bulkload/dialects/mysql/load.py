@@ -38,6 +38,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_bulkload.catalog import MYSQL_TRAITS, TableRef
+from airflow_bulkload.dialects.requests import LoadInto
 from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 
@@ -150,21 +151,14 @@ class MySqlLoader(MySqlSession):
             raise BulkLoadError(f"table {table} does not exist or has no columns")
         return [(str(n), str(t)) for n, t, extra in rows if "GENERATED" not in str(extra).upper()]
 
-    def load_stream(
-        self,
-        conn: Any,
-        table: TableRef,
-        columns: list[str] | None,
-        file_format: FileFormat,
-        stream: ChunkStream,
-        source: str,
-    ) -> int:
+    def load_stream(self, conn: Any, into: LoadInto, stream: ChunkStream, source: str) -> int:
         """``LOAD DATA LOCAL INFILE`` from a FIFO a thread fills with ``stream``'s blocks.
 
         The writer's errors (a corrupt gzip, S3 failing) win over whatever the load saw and
         roll the chunk back. If the load fails first, the writer is released (we open and close
         the FIFO's read end, so its open or write returns) and joined. Any warning fails the load.
         """
+        table, columns, file_format = into.table, into.columns, into.file_format
         column_types = dict(self.load_columns(conn, table))
         columns = list(columns) if columns else list(column_types)
         self._keep_unique_checks_if_needed(conn, table)
@@ -222,17 +216,12 @@ class MySqlLoader(MySqlSession):
         return scratch
 
     def load_server_side(
-        self,
-        conn: Any,
-        method: str,
-        table: TableRef,
-        columns: list[str] | None,
-        chunk: ChunkSpec,
-        region: str,
+        self, conn: Any, method: str, into: LoadInto, chunk: ChunkSpec, region: str
     ) -> int:
         """Aurora MySQL ``LOAD DATA FROM S3 FILE`` (``aurora_s3``). Refuses gzip chunks."""
         if method != "aurora_s3":
-            return super().load_server_side(conn, method, table, columns, chunk, region)
+            return super().load_server_side(conn, method, into, chunk, region)
+        table, columns = into.table, into.columns
         if chunk.compression == "gzip" or chunk.object_key.lower().endswith(".gz"):
             raise ChunkLoadError(
                 chunk.uri,

@@ -19,6 +19,7 @@ from airflow_bulkload.dialects.mysql.session import (
     _execute,
     _fetch_one,
 )
+from airflow_bulkload.dialects.requests import IndexBuild
 from airflow_bulkload.exceptions import (
     BulkLoadError,
     BulkModeRefusedError,
@@ -160,26 +161,18 @@ class MySqlTablePrep(MySqlSession):
             f"DROP FOREIGN KEY {quote_identifier(fk['name'], 'constraint name')}",
         )
 
-    def create_indexes(
-        self,
-        conn: Any,
-        table: TableRef,
-        indexes: list[dict[str, Any]],
-        maintenance_work_mem: str,
-        *,
-        concurrent_sessions: int = 1,
-    ) -> None:
+    def create_indexes(self, conn: Any, table: TableRef, build: IndexBuild) -> None:
         """One ``ALTER TABLE ... ADD KEY ..., ADD KEY ...`` for all; FULLTEXT/SPATIAL keys one each.
 
         InnoDB reads and sorts the table once for the combined statement, and builds
         FULLTEXT/SPATIAL keys alone. The key lines are the server's own ``SHOW CREATE TABLE`` text,
         replayed as captured. ``maintenance_work_mem`` has no MySQL counterpart settable per session
-        (``innodb_sort_buffer_size`` is read-only); it is ignored.
+        (``innodb_sort_buffer_size`` is read-only); it is ignored, as are the concurrent sessions.
         """
         prefix = f"ALTER TABLE {quote_table(table)} ADD "
         lines: list[str] = []
         alone: list[str] = []
-        for index in indexes:
+        for index in build.indexes:
             definition = index["definition"]
             if not definition.startswith(prefix):
                 raise BulkLoadError(f"saved index {index['name']} is not for {table}: {definition}")

@@ -22,6 +22,7 @@ from airflow_bulkload.catalog import (
 )
 from airflow_bulkload.dialects.postgres.migrations import _S
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
+from airflow_bulkload.dialects.requests import LoadInto, Withdrawal
 from airflow_bulkload.s3io import ChunkStream
 from airflow_bulkload.staging.manifest import ChunkSpec
 
@@ -234,17 +235,7 @@ class PostgresLedger(PostgresSession):
             (str(table), prefix, prefix),
         )
 
-    def withdraw_chunk(
-        self,
-        conn: Any,
-        table: TableRef,
-        entry: LedgerEntry,
-        chunk: ChunkSpec,
-        key_columns: list[str],
-        stream: ChunkStream,
-        *,
-        exact: bool = True,
-    ) -> int:
+    def withdraw_chunk(self, conn: Any, withdrawal: Withdrawal, stream: ChunkStream) -> int:
         """COPY the chunk into a temporary table, then delete the rows whose key matches.
 
         The temporary table is dropped at commit. The delete and the ledger entry's run under the
@@ -254,6 +245,8 @@ class PostgresLedger(PostgresSession):
         column the chunk carries, NULL-safely (as ``ROW(...)::text``, which a hash join can use),
         and the count must be exact.
         """
+        table, entry, chunk = withdrawal.table, withdrawal.entry, withdrawal.chunk
+        key_columns = withdrawal.key_columns
         info = self.describe_table(conn, table)
         generated = set(info.extra.get("generated_columns", []))
         columns = chunk.columns or [c.name for c in info.columns if c.name not in generated]
@@ -276,7 +269,7 @@ class PostgresLedger(PostgresSession):
                     table_identifier(table),
                 )
             )
-            self.load_stream(conn, scratch, columns, chunk.format, stream, chunk.uri)
+            self.load_stream(conn, LoadInto(scratch, columns, chunk.format), stream, chunk.uri)
             if key_columns and others:
                 changed = conn.execute(
                     sql.SQL(
@@ -298,6 +291,8 @@ class PostgresLedger(PostgresSession):
                     table_identifier(table), table_identifier(scratch), match
                 )
             ).rowcount
-            check_withdrawn(entry, chunk.uri, table, int(deleted), exact=exact or not key_columns)
+            check_withdrawn(
+                entry, chunk.uri, table, int(deleted), exact=withdrawal.exact or not key_columns
+            )
             self.forget_chunk(conn, entry)
         return int(deleted)

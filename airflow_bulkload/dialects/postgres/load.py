@@ -37,6 +37,7 @@ from psycopg import sql
 from airflow_bulkload.catalog import POSTGRES_TRAITS, TableRef
 from airflow_bulkload.dialects.postgres.errors import chunk_error
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
+from airflow_bulkload.dialects.requests import LoadInto
 from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.s3io import ChunkStream
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
@@ -136,20 +137,13 @@ class PostgresLoader(PostgresSession):
         """
         conn.execute("SET LOCAL synchronous_commit = off")
 
-    def load_stream(
-        self,
-        conn: Any,
-        table: TableRef,
-        columns: list[str] | None,
-        file_format: FileFormat,
-        stream: ChunkStream,
-        source: str,
-    ) -> int:
+    def load_stream(self, conn: Any, into: LoadInto, stream: ChunkStream, source: str) -> int:
         """``COPY ... FROM STDIN`` fed block by block from ``stream`` (bounded memory).
 
         A bad row raises :class:`ChunkLoadError` with PostgreSQL's line (header counted) and
         column; an error from the stream (corrupt gzip) aborts the COPY and propagates as is.
         """
+        table, columns, file_format = into.table, into.columns, into.file_format
         statement = copy_from_stdin(table, columns, file_format)
         try:
             with conn.cursor() as cur:
@@ -210,16 +204,11 @@ class PostgresLoader(PostgresSession):
         return scratch
 
     def load_server_side(
-        self,
-        conn: Any,
-        method: str,
-        table: TableRef,
-        columns: list[str] | None,
-        chunk: ChunkSpec,
-        region: str,
+        self, conn: Any, method: str, into: LoadInto, chunk: ChunkSpec, region: str
     ) -> int:
         if method != "rds_s3":
-            return super().load_server_side(conn, method, table, columns, chunk, region)
+            return super().load_server_side(conn, method, into, chunk, region)
+        table, columns = into.table, into.columns
         statement, params = self.import_from_s3_call(
             conn, table, columns, chunk.format, chunk.bucket, chunk.object_key, region
         )

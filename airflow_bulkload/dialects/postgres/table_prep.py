@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 from airflow_bulkload.catalog import TableRef, TableState
 from airflow_bulkload.dialects.postgres.migrations import _S
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
+from airflow_bulkload.dialects.requests import IndexBuild
 from airflow_bulkload.exceptions import (
     BulkLoadError,
     ForeignKeyViolationError,
@@ -208,15 +209,7 @@ class PostgresTablePrep(PostgresSession):
             )
         )
 
-    def create_indexes(
-        self,
-        conn: Any,
-        table: TableRef,
-        indexes: list[dict[str, Any]],
-        maintenance_work_mem: str,
-        *,
-        concurrent_sessions: int = 1,
-    ) -> None:
+    def create_indexes(self, conn: Any, table: TableRef, build: IndexBuild) -> None:
         """Run each saved ``pg_get_indexdef`` text as captured, ``maintenance_work_mem`` raised.
 
         The texts are catalog output, schema-qualified; the setting holds for this session. When
@@ -227,13 +220,13 @@ class PostgresTablePrep(PostgresSession):
         """
         conn.execute(
             "SELECT pg_catalog.set_config('maintenance_work_mem', %s, false)",
-            (maintenance_work_mem,),
+            (build.maintenance_work_mem,),
         )
-        if concurrent_sessions > 1:
+        if build.concurrent_sessions > 1:
             conn.execute(
                 "SELECT pg_catalog.set_config('max_parallel_maintenance_workers', '0', false)"
             )
-        for index in indexes:
+        for index in build.indexes:
             conn.execute(sql.SQL(index["definition"]))
 
     def restore_comments(self, conn: Any, table: TableRef, index: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_bulkload.catalog import LedgerEntry, TableRef
+from airflow_bulkload.dialects import LoadInto
 from airflow_bulkload.dialects.mysql import MySqlDialect
 from airflow_bulkload.dialects.mysql.ledger import chunk_lock_name
 from airflow_bulkload.dialects.mysql.state import STATE_TABLES
@@ -134,7 +135,7 @@ def test_a_writer_error_fails_the_load_even_though_mysql_saw_a_clean_end(
         pytest.raises(ChunkLoadError, match="corrupt"),
         dialect.transaction(conn),
     ):
-        dialect.load_stream(conn, table, None, FileFormat(), FailingStream(b"1,a\n"), "x")
+        dialect.load_stream(conn, LoadInto(table, None, FileFormat()), FailingStream(b"1,a\n"), "x")
     assert mysql_db.query("SELECT COUNT(*) FROM t") == [(0,)]
 
 
@@ -149,11 +150,11 @@ def test_a_load_that_fails_before_reading_does_not_leave_the_writer_blocked(
     # a column that does not exist: the server refuses before asking for the file
     with closing(load_conn(mysql_db)) as conn, pytest.raises(ChunkLoadError, match="nope"):
         stream = ChunkStream(io.BytesIO(b"1\n" * 100_000), "s3://b/k")
-        dialect.load_stream(conn, table, ["nope"], text, stream, "s3://b/k")
+        dialect.load_stream(conn, LoadInto(table, ["nope"], text), stream, "s3://b/k")
     # the client refuses LOCAL: no reader ever opens the FIFO
     with closing(mysql_db.connect(local_infile=0)) as conn, pytest.raises(ChunkLoadError):
         stream = ChunkStream(io.BytesIO(b"1\n"), "s3://b/k")
-        dialect.load_stream(conn, table, None, text, stream, "s3://b/k")
+        dialect.load_stream(conn, LoadInto(table, None, text), stream, "s3://b/k")
     assert threading.active_count() == before
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from airflow_bulkload.catalog import TableRef
-from airflow_bulkload.dialects import dialect_for
+from airflow_bulkload.dialects import LoadInto, dialect_for
 from airflow_bulkload.dialects.mysql import MySqlDialect
 from airflow_bulkload.dialects.mysql.ddl import parse_key_lines
 from airflow_bulkload.dialects.mysql.errors import parse_warning, warnings_error
@@ -164,10 +164,11 @@ def test_aurora_refuses_gzip_and_hostile_uris() -> None:
 
 def test_load_server_side_refuses_gzip_chunks_before_any_sql() -> None:
     chunk = ChunkSpec(uri="s3://b/k.csv", checksum="x", compression="gzip")
+    into = LoadInto(T, ["id"], chunk.format)
     with pytest.raises(ChunkLoadError, match="cannot read gzip"):
-        MySqlDialect().load_server_side(None, "aurora_s3", T, ["id"], chunk, "us-east-1")
+        MySqlDialect().load_server_side(None, "aurora_s3", into, chunk, "us-east-1")
     with pytest.raises(NotImplementedError):
-        MySqlDialect().load_server_side(None, "rds_s3", T, ["id"], chunk, "us-east-1")
+        MySqlDialect().load_server_side(None, "rds_s3", into, chunk, "us-east-1")
 
 
 @pytest.mark.parametrize(
