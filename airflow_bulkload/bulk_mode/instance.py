@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_bulkload.bulk_mode.parameter_groups import (
@@ -25,6 +25,7 @@ from airflow_bulkload.bulk_mode.parameter_groups import (
     parse_leases,
 )
 from airflow_bulkload.bulk_mode.policy import (
+    BulkModeOptions,
     LeaseKey,
     encode_tag_value,
     maintenance_window_overlaps,
@@ -83,9 +84,8 @@ class InstanceBulkMode:
     :param client: a boto3 RDS client.
     :param groups: the DB parameter group calls (:class:`GroupApi` with ``cluster=False``).
     :param ident: the DB instance identifier.
-    :param strategy: ``auto``, ``modify-in-place`` or ``swap`` (checked by the caller).
-    :param reboot_policy: ``never`` or ``allowed`` (checked by the caller).
-    :param expected_load_duration: warn when the maintenance window falls within it.
+    :param options: the strategy, the reboot policy (both checked by the caller) and the
+        expected load duration, which the maintenance window is checked against.
     """
 
     def __init__(
@@ -93,18 +93,16 @@ class InstanceBulkMode:
         client: Any,
         groups: GroupApi,
         ident: str,
+        options: BulkModeOptions,
         *,
-        strategy: str,
-        reboot_policy: str,
-        expected_load_duration: timedelta,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.client = client
         self.groups = groups
         self.ident = ident
-        self.strategy = strategy
-        self.reboot_policy = reboot_policy
-        self.expected_load_duration = expected_load_duration
+        self.strategy = options.strategy
+        self.reboot_policy = options.reboot_policy
+        self.expected_load_duration = options.load_duration
         self.clock = clock
 
     @property

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from airflow_bulkload.exceptions import BulkModeRefusedError
 
@@ -195,6 +195,36 @@ def check_strategy(strategy: str) -> str:
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     return strategy
+
+
+#: how long a load is assumed to take when nobody said, for the maintenance-window warning
+DEFAULT_LOAD_DURATION = timedelta(hours=2)
+
+
+@dataclass(frozen=True)
+class BulkModeOptions:
+    """How to enter bulk mode, whatever the server: the settings and what bulk mode may do.
+
+    ``settings``: overrides of the engine's default bulk settings (``None`` as a value drops a
+    default). ``strategy`` (``auto``, ``modify-in-place``, ``swap``), ``reboot_policy`` (``never``,
+    ``allowed``) and ``expected_load_duration`` (warn when the maintenance window falls within
+    it) apply to RDS only.
+    """
+
+    settings: Mapping[str, Any] | None = None
+    strategy: str = "auto"
+    reboot_policy: str = "never"
+    expected_load_duration: timedelta | None = None
+
+    def checked(self) -> BulkModeOptions:
+        """These options, once ``strategy`` and ``reboot_policy`` are known (``ValueError``)."""
+        check_strategy(self.strategy)
+        check_reboot_policy(self.reboot_policy)
+        return self
+
+    @property
+    def load_duration(self) -> timedelta:
+        return self.expected_load_duration or DEFAULT_LOAD_DURATION
 
 
 # -- leases ---------------------------------------------------------------------------------------

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from functools import cached_property
 from typing import Any
 
@@ -25,9 +24,8 @@ from airflow_bulkload.bulk_mode.instance import (
 )
 from airflow_bulkload.bulk_mode.parameter_groups import GroupApi
 from airflow_bulkload.bulk_mode.policy import (
+    BulkModeOptions,
     LeaseKey,
-    check_reboot_policy,
-    check_strategy,
     resolve_bulk_settings,
 )
 from airflow_bulkload.bulk_mode.status import (
@@ -55,23 +53,17 @@ class RdsBulkModeBackend:
 
     :param target: the instance (Aurora: the writer), for instance-level settings, and/or the
         Aurora cluster, for cluster-level settings; the AWS connection and region.
-    :param settings: overrides of the engine's default bulk settings (``None`` drops one), in RDS
-        parameter units (e.g. ``max_wal_size`` in MB).
-    :param strategy: ``auto`` (modify-in-place where possible, else swap), ``modify-in-place``,
-        ``swap``.
-    :param reboot_policy: ``never`` (default) or ``allowed``. Swap and static parameters need
-        ``allowed``.
-    :param expected_load_duration: warn when the maintenance window falls within it.
+    :param options: the settings, in RDS parameter units (e.g. ``max_wal_size`` in MB), and the
+        strategy: ``auto`` (modify-in-place where possible, else swap), ``modify-in-place`` or
+        ``swap``; the reboot policy: ``never`` or ``allowed`` (swap and static parameters need
+        ``allowed``); the expected load duration, for the maintenance-window warning.
     """
 
     def __init__(
         self,
         target: BulkModeTarget,
+        options: BulkModeOptions,
         *,
-        settings: dict[str, Any] | None = None,
-        strategy: str = "auto",
-        reboot_policy: str = "never",
-        expected_load_duration: timedelta | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if not target.is_rds:
@@ -81,10 +73,7 @@ class RdsBulkModeBackend:
         self.target = target
         self.db_instance_identifier = target.db_instance_identifier
         self.db_cluster_identifier = target.db_cluster_identifier
-        self.setting_overrides = settings
-        self.strategy = check_strategy(strategy)
-        self.reboot_policy = check_reboot_policy(reboot_policy)
-        self.expected_load_duration = expected_load_duration or timedelta(hours=2)
+        self.options = options.checked()
         self.clock = clock
 
     @cached_property
@@ -109,13 +98,7 @@ class RdsBulkModeBackend:
         if not self.db_instance_identifier:
             return None
         return InstanceBulkMode(
-            self.client,
-            self.db_groups,
-            self.db_instance_identifier,
-            strategy=self.strategy,
-            reboot_policy=self.reboot_policy,
-            expected_load_duration=self.expected_load_duration,
-            clock=self.clock,
+            self.client, self.db_groups, self.db_instance_identifier, self.options, clock=self.clock
         )
 
     @cached_property
@@ -127,7 +110,7 @@ class RdsBulkModeBackend:
             self.client,
             self.cluster_groups,
             self.db_cluster_identifier,
-            reboot_policy=self.reboot_policy,
+            reboot_policy=self.options.reboot_policy,
         )
 
     # -- reads ------------------------------------------------------------------------------------
@@ -229,7 +212,7 @@ class RdsBulkModeBackend:
                     f"{self.db_cluster_identifier} (it belongs to {member_of or 'no cluster'})"
                 )
         engine = str((instance or cluster or {})["Engine"])
-        settings = resolve_bulk_settings(engine, self.setting_overrides, rds=True)
+        settings = resolve_bulk_settings(engine, self.options.settings, rds=True)
         on_instance, on_cluster = self._split_settings(settings, instance, cluster)
         cluster_plan = None
         if on_cluster:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import closing
 from datetime import timedelta
 from functools import cached_property
@@ -32,6 +32,7 @@ from airflow.sdk import BaseHook
 
 from airflow_bulkload.bulk_mode.policy import (
     KNOWN_STATIC_SETTINGS,
+    BulkModeOptions,
     LeaseKey,
     check_reboot_policy,
     resolve_bulk_settings,
@@ -62,7 +63,7 @@ class SelfManagedBulkModeBackend:
         self,
         conn_id: str,
         *,
-        settings: dict[str, Any] | None = None,
+        settings: Mapping[str, Any] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.conn_id = conn_id
@@ -225,10 +226,9 @@ class BulkModeHook(BaseHook):
     ) -> None:
         super().__init__()
         self.target = target.validate()
-        self.settings = settings
-        self.strategy = strategy
-        self.reboot_policy = check_reboot_policy(reboot_policy)
-        self.expected_load_duration = expected_load_duration
+        self.options = BulkModeOptions(
+            settings, strategy, check_reboot_policy(reboot_policy), expected_load_duration
+        )
         self.clock = clock
 
     @property
@@ -245,20 +245,15 @@ class BulkModeHook(BaseHook):
             raise ValueError(
                 "not an RDS bulk mode (no db_instance_identifier/db_cluster_identifier)"
             )
-        return RdsBulkModeBackend(
-            self.target,
-            settings=self.settings,
-            strategy=self.strategy,
-            reboot_policy=self.reboot_policy,
-            expected_load_duration=self.expected_load_duration,
-            clock=self.clock,
-        )
+        return RdsBulkModeBackend(self.target, self.options, clock=self.clock)
 
     @cached_property
     def server(self) -> SelfManagedBulkModeBackend:
         if not self.conn_id:
             raise ValueError("not a self-managed bulk mode (no conn_id)")
-        return SelfManagedBulkModeBackend(self.conn_id, settings=self.settings, clock=self.clock)
+        return SelfManagedBulkModeBackend(
+            self.conn_id, settings=self.options.settings, clock=self.clock
+        )
 
     def enter(self, key: LeaseKey, ttl: timedelta | float = DEFAULT_LEASE_TTL) -> WaitSpec | None:
         """Take ``key``'s lease and put the bulk values in place.
