@@ -222,6 +222,20 @@ class LedgerEntry:
             generation=None if row[7] is None else str(row[7]),
         )
 
+    def to_row(self) -> tuple[Any, ...]:
+        """The entry as a ledger row, in :meth:`from_row`'s column order (probe as JSON text)."""
+        probe = self.probe.to_json() if self.probe else None
+        return (
+            self.table,
+            self.chunk_key,
+            self.checksum,
+            self.rows,
+            self.bytes,
+            self.load_id,
+            probe,
+            self.generation,
+        )
+
 
 @dataclass(frozen=True)
 class LoadRecord:
@@ -241,16 +255,6 @@ class LoadRecord:
     def from_row(cls, table: TableRef, staging_prefix: str, row: Sequence[Any]) -> LoadRecord:
         """The record of ``staging_prefix`` into ``table``: its row is load id, empty, verified."""
         return cls(str(table), staging_prefix, row[0], bool(row[1]), bool(row[2]))
-
-
-def key_params(keys: list[list[Any]]) -> list[Any]:
-    """The bind parameters of a key lookup: every key's values in turn, as text (NULL kept)."""
-    return [None if v is None else str(v) for key in keys for v in key]
-
-
-def describe_duplicate_keys(columns: list[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    """``(a, b)=(1, x) x2`` for each row of key values followed by how often they occur."""
-    return [f"({', '.join(columns)})=({', '.join(map(str, r[:-1]))}) x{r[-1]}" for r in rows]
 
 
 def loadable_column_types(table: TableInfo) -> dict[str, str]:
@@ -277,49 +281,6 @@ def probe_key_of(info: TableInfo) -> list[str]:
         ):
             return list(index.columns)
     return []
-
-
-def check_withdrawn(
-    entry: LedgerEntry, uri: str, table: TableRef, deleted: int, *, exact: bool
-) -> None:
-    """Raise when a chunk's withdraw deleted rows it cannot have inserted.
-
-    That is more than the ledger says it loaded, or, with ``exact``, another count. The error rolls
-    the withdrawing transaction back.
-    """
-    if deleted > entry.rows or (exact and deleted != entry.rows):
-        from airflow_bulkload.exceptions import WithdrawMismatchError
-
-        raise WithdrawMismatchError(
-            f"{uri}: taking this chunk back out of {table} would delete {deleted} rows, but the "
-            f"chunk ledger says it loaded {entry.rows} (load {entry.load_id}): rows of another "
-            "load share its keys, or rows changed since. Nothing was deleted; check the table by "
-            "hand before loading this input again"
-        )
-
-
-def check_unchanged(
-    entry: LedgerEntry, uri: str, table: TableRef, key_columns: list[str], changed: Any
-) -> None:
-    """Raise when ``changed`` is set, so the withdrawing transaction rolls back.
-
-    ``changed`` is the key of a row of ``table`` that shares the chunk's key but not its other
-    values: the row is not the one the chunk inserted, and reloading the chunk would overwrite it.
-    """
-    if changed is None:
-        return
-    from airflow_bulkload.exceptions import WithdrawChangedRowsError
-
-    key = ", ".join(key_columns)
-    value = ", ".join("NULL" if v is None else str(v) for v in changed)
-    raise WithdrawChangedRowsError(
-        f"{uri}: taking this chunk back out of {table} would delete rows that changed since it "
-        f"loaded (load {entry.load_id}): e.g. the row with ({key}) = ({value}) holds other "
-        "values than the chunk's, so another load re-delivered its key or someone updated it, "
-        "and reloading the chunk would overwrite it. Nothing was deleted. To keep the current "
-        "rows, leave this date as it is (or load the input without those keys); to put the "
-        "chunk's values back, delete the rows with its keys by hand, then run again"
-    )
 
 
 class TableState(TypedDict):

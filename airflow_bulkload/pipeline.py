@@ -31,29 +31,27 @@ from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.modes import APPEND
-from airflow_bulkload.operators.bulk_mode import (
-    EnterBulkModeOperator,
-    ExitBulkModeOperator,
-    RenewBulkModeLease,
-)
-from airflow_bulkload.operators.load_chunk import LoadChunkOperator
-from airflow_bulkload.operators.preflight import PreflightCheckOperator
-from airflow_bulkload.operators.report import LoadReportOperator, record_end, record_start
-from airflow_bulkload.operators.stage import MANIFEST_URI_XCOM_KEY, StageToS3Operator
-from airflow_bulkload.operators.stage_groups import (
-    CollectStagingOperator,
-    PlanStagingOperator,
-    StageGroupOperator,
-)
-from airflow_bulkload.operators.table import (
+from airflow_bulkload.operators import (
     CheckpointOperator,
     ClaimTableOperator,
+    CollectStagingOperator,
+    EnterBulkModeOperator,
+    ExitBulkModeOperator,
     FinalizeTableOperator,
+    LoadChunkOperator,
+    LoadReportOperator,
+    PlanStagingOperator,
+    PreflightCheckOperator,
     PrepareTableOperator,
     RestoreTableOperator,
+    StageGroupOperator,
+    StageToS3Operator,
+    WaitForInputSensor,
+    WithdrawSupersededChunksOperator,
 )
-from airflow_bulkload.operators.wait_input import WaitForInputSensor
-from airflow_bulkload.operators.withdraw import WithdrawSupersededChunksOperator
+from airflow_bulkload.operators.bulk_mode import RenewBulkModeLease
+from airflow_bulkload.operators.report import record_end, record_start
+from airflow_bulkload.operators.stage import MANIFEST_URI_XCOM_KEY
 from airflow_bulkload.pipeline_args import (
     AUTO,
     CHUNK_MAP_INDEX,

@@ -21,6 +21,11 @@ Status = Literal["ready", "pending-reboot", "wait"]
 Describe = tuple[Literal["instance", "cluster"], str]
 
 
+def _named(*names: str | None) -> str:
+    """The names given, joined for a message (``-`` for none)."""
+    return " and ".join(name for name in names if name) or "-"
+
+
 @dataclass
 class WaitSpec:
     """What to wait for after a change.
@@ -49,22 +54,14 @@ class WaitSpec:
     @property
     def target(self) -> str:
         """The instance and/or cluster, for messages."""
-        parts = []
-        if self.db_instance_identifier:
-            parts.append(self.db_instance_identifier)
-        if self.db_cluster_identifier:
-            parts.append(f"cluster {self.db_cluster_identifier}")
-        return " and ".join(parts) or "-"
+        cluster = self.db_cluster_identifier
+        return _named(self.db_instance_identifier, cluster and f"cluster {cluster}")
 
     @property
     def groups(self) -> str:
         """The parameter group(s) waited for, for messages."""
-        parts = []
-        if self.parameter_group:
-            parts.append(self.parameter_group)
-        if self.cluster_parameter_group:
-            parts.append(f"{self.cluster_parameter_group} (cluster)")
-        return " and ".join(parts) or "-"
+        cluster = self.cluster_parameter_group
+        return _named(self.parameter_group, cluster and f"{cluster} (cluster)")
 
     @property
     def needs_instance(self) -> bool:

@@ -211,8 +211,20 @@ class ChunkLoader(abc.ABC):
     def load_server_side(
         self, conn: Any, method: str, into: LoadInto, chunk: ChunkSpec, region: str
     ) -> int:
-        """Have the server pull the chunk from S3 itself; returns rows loaded."""
-        raise NotImplementedError(f"{self.name} has no server-side load method {method!r}")
+        """Have the server pull the chunk from S3 itself by ``method``; returns rows loaded.
+
+        ``method`` must be one of the engine's :attr:`server_side_methods`.
+        """
+        if method not in self.server_side_methods:
+            raise NotImplementedError(f"{self.name} has no server-side load method {method!r}")
+        return self.load_from_s3(conn, into, chunk, region)
+
+    @abc.abstractmethod
+    def load_from_s3(self, conn: Any, into: LoadInto, chunk: ChunkSpec, region: str) -> int:
+        """The engine's one server-side load: the server reads ``chunk`` from S3 into the table.
+
+        The chunk's own format is what the server reads.
+        """
 
 
 class Catalog(abc.ABC):

@@ -15,8 +15,8 @@ from airflow_bulkload.catalog import (
     ServerFacts,
     TableInfo,
     TableRef,
-    describe_duplicate_keys,
 )
+from airflow_bulkload.dialects.checks import describe_duplicate_keys
 from airflow_bulkload.dialects.mysql.ddl import (
     foreign_key_sql,
     parse_foreign_key_lines,

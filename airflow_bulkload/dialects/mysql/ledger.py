@@ -11,14 +11,8 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_bulkload.catalog import (
-    LedgerEntry,
-    LoadRecord,
-    TableRef,
-    check_unchanged,
-    check_withdrawn,
-    key_params,
-)
+from airflow_bulkload.catalog import LedgerEntry, LoadRecord, TableRef
+from airflow_bulkload.dialects.checks import check_unchanged, check_withdrawn, key_params
 from airflow_bulkload.dialects.requests import LoadInto, Withdrawal
 from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.staging.manifest import ChunkSpec
@@ -124,19 +118,8 @@ class MySqlLedger(MySqlLoader):
         _execute(
             conn,
             f"INSERT INTO {self._state_table(conn, 'bulkload_chunk_ledger')} "  # noqa: S608 (quoted)
-            "(`chunk_id`, `checksum`, `table_name`, `chunk_key`, `row_count`, `byte_count`, "
-            "`load_id`, `probe`, `generation`) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (
-                chunk_id(entry.table, entry.chunk_key),
-                entry.checksum,
-                entry.table,
-                entry.chunk_key,
-                entry.rows,
-                entry.bytes,
-                entry.load_id,
-                entry.probe.to_json() if entry.probe else None,
-                entry.generation,
-            ),
+            f"(`chunk_id`, {_LEDGER_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            (chunk_id(entry.table, entry.chunk_key), *entry.to_row()),
         )
 
     def ledger_entries(self, conn: Any, table: TableRef, key_prefix: str) -> list[LedgerEntry]:

@@ -215,12 +215,8 @@ class MySqlLoader(MySqlSession):
             cur.execute(f"CREATE TEMPORARY TABLE {quote_table(scratch)} LIKE {quote_table(table)}")
         return scratch
 
-    def load_server_side(
-        self, conn: Any, method: str, into: LoadInto, chunk: ChunkSpec, region: str
-    ) -> int:
+    def load_from_s3(self, conn: Any, into: LoadInto, chunk: ChunkSpec, region: str) -> int:
         """Aurora MySQL ``LOAD DATA FROM S3 FILE`` (``aurora_s3``). Refuses gzip chunks."""
-        if method != "aurora_s3":
-            return super().load_server_side(conn, method, into, chunk, region)
         table, columns = into.table, into.columns
         if chunk.compression == "gzip" or chunk.object_key.lower().endswith(".gz"):
             raise ChunkLoadError(

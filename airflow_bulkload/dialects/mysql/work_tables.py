@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from airflow_bulkload.catalog import TableRef, describe_duplicate_keys
+from airflow_bulkload.catalog import TableRef
+from airflow_bulkload.dialects.checks import describe_duplicate_keys
 from airflow_bulkload.dialects.mysql.ledger import _row_bytes
 from airflow_bulkload.dialects.mysql.quoting import (
     quote_identifier,

@@ -20,8 +20,8 @@ from airflow_bulkload.catalog import (
     ServerFacts,
     TableInfo,
     TableRef,
-    describe_duplicate_keys,
 )
+from airflow_bulkload.dialects.checks import describe_duplicate_keys
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
 from airflow_bulkload.exceptions import TableNotFoundError
 from airflow_bulkload.table_state import snapshot_from_info

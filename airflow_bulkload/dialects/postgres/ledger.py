@@ -12,14 +12,8 @@ from typing import Any
 
 from psycopg import sql
 
-from airflow_bulkload.catalog import (
-    LedgerEntry,
-    LoadRecord,
-    TableRef,
-    check_unchanged,
-    check_withdrawn,
-    key_params,
-)
+from airflow_bulkload.catalog import LedgerEntry, LoadRecord, TableRef
+from airflow_bulkload.dialects.checks import check_unchanged, check_withdrawn, key_params
 from airflow_bulkload.dialects.postgres.migrations import _S
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
 from airflow_bulkload.dialects.requests import LoadInto, Withdrawal
@@ -78,20 +72,9 @@ class PostgresLedger(PostgresSession):
     def record_chunk(self, conn: Any, entry: LedgerEntry) -> None:
         conn.execute(
             sql.SQL(
-                "INSERT INTO {}.chunk_ledger"
-                " (table_name, chunk_key, checksum, rows, bytes, load_id, probe, generation)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)"
-            ).format(_S),
-            (
-                entry.table,
-                entry.chunk_key,
-                entry.checksum,
-                entry.rows,
-                entry.bytes,
-                entry.load_id,
-                entry.probe.to_json() if entry.probe else None,
-                entry.generation,
-            ),
+                "INSERT INTO {}.chunk_ledger ({}) VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb, %s)"
+            ).format(_S, _LEDGER_COLUMNS),
+            entry.to_row(),
         )
 
     def ledger_entries(self, conn: Any, table: TableRef, key_prefix: str) -> list[LedgerEntry]:

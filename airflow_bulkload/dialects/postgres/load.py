@@ -203,11 +203,8 @@ class PostgresLoader(PostgresSession):
         )
         return scratch
 
-    def load_server_side(
-        self, conn: Any, method: str, into: LoadInto, chunk: ChunkSpec, region: str
-    ) -> int:
-        if method != "rds_s3":
-            return super().load_server_side(conn, method, into, chunk, region)
+    def load_from_s3(self, conn: Any, into: LoadInto, chunk: ChunkSpec, region: str) -> int:
+        """RDS PostgreSQL ``aws_s3.table_import_from_s3`` (``rds_s3``)."""
         table, columns = into.table, into.columns
         statement, params = self.import_from_s3_call(
             conn, table, columns, chunk.format, chunk.bucket, chunk.object_key, region

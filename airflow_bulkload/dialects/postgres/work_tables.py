@@ -14,7 +14,8 @@ from typing import Any
 
 from psycopg import sql
 
-from airflow_bulkload.catalog import TableRef, describe_duplicate_keys
+from airflow_bulkload.catalog import TableRef
+from airflow_bulkload.dialects.checks import describe_duplicate_keys
 from airflow_bulkload.dialects.postgres.ledger import _row_text
 from airflow_bulkload.dialects.postgres.session import table_identifier
 from airflow_bulkload.dialects.postgres.swap import swap_tables

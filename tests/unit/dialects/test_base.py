@@ -82,7 +82,8 @@ def test_probe_key_is_the_primary_key_else_a_not_null_unique_index(
     [(10, True, False), (9, True, True), (11, True, True), (9, False, False), (11, False, True)],
 )
 def test_a_withdraw_must_match_the_ledger(deleted: int, exact: bool, refused: bool) -> None:
-    from airflow_bulkload.catalog import LedgerEntry, check_withdrawn
+    from airflow_bulkload.catalog import LedgerEntry
+    from airflow_bulkload.dialects.checks import check_withdrawn
     from airflow_bulkload.exceptions import WithdrawMismatchError
 
     entry = LedgerEntry("s.t", "k/chunk-00000.csv.gz", "x", 10, 100, "dag/run")
