@@ -11,6 +11,7 @@ from typing import Any
 
 from airflow_bulkload.advice.instance_classes import ec2_instance_type, vcpus_for_class
 from airflow_bulkload.advice.models import InstanceSummary
+from airflow_bulkload.bulk_mode.status import describe, writer_of
 
 log = logging.getLogger(__name__)
 
@@ -38,20 +39,14 @@ def read_instance(
     rds: Any = RdsHook(aws_conn_id=aws_conn_id, region_name=region_name).conn
     cluster: dict[str, Any] | None = None
     if db_cluster_identifier:
-        cluster = rds.describe_db_clusters(DBClusterIdentifier=db_cluster_identifier)["DBClusters"][
-            0
-        ]
+        cluster = describe(rds, "cluster", db_cluster_identifier)
         if not db_instance_identifier:
-            db_instance_identifier = _writer_of(cluster)
+            db_instance_identifier = writer_of(cluster)
     instance: dict[str, Any] | None = None
     if db_instance_identifier:
-        instance = rds.describe_db_instances(DBInstanceIdentifier=db_instance_identifier)[
-            "DBInstances"
-        ][0]
+        instance = describe(rds, "instance", db_instance_identifier)
         if cluster is None and instance.get("DBClusterIdentifier"):
-            cluster = rds.describe_db_clusters(DBClusterIdentifier=instance["DBClusterIdentifier"])[
-                "DBClusters"
-            ][0]
+            cluster = describe(rds, "cluster", instance["DBClusterIdentifier"])
     return summarize(
         instance,
         cluster,
@@ -107,12 +102,6 @@ def summarize(
             k: v for k, v in (cluster_parameters or {}).items() if k in S3_ROLE_PARAMETERS and v
         },
     )
-
-
-def _writer_of(cluster: dict[str, Any]) -> str | None:
-    members = cluster.get("DBClusterMembers", [])
-    writer = next((m for m in members if m.get("IsClusterWriter")), None)
-    return writer["DBInstanceIdentifier"] if writer else None
 
 
 def _cluster_parameters(rds: Any, cluster: dict[str, Any] | None) -> dict[str, str]:

@@ -15,7 +15,7 @@ from airflow_bulkload.bulk_mode.parameter_groups import (
     MODE_TAG,
     ORIGINAL_TAG,
     REBOOT_TAG,
-    GroupApi,
+    GroupedResource,
     ParameterInfo,
     RdsBulkState,
 )
@@ -24,12 +24,6 @@ from airflow_bulkload.bulk_mode.status import WaitSpec
 from airflow_bulkload.exceptions import BulkModeRefusedError, BulkModeStateError
 
 log = logging.getLogger(__name__)
-
-
-def describe_cluster(client: Any, ident: str) -> dict[str, Any]:
-    """DescribeDBClusters of one cluster."""
-    found = client.describe_db_clusters(DBClusterIdentifier=ident)
-    return dict(found["DBClusters"][0])
 
 
 def clusters_using(client: Any, group: str) -> list[str]:
@@ -42,39 +36,18 @@ def clusters_using(client: Any, group: str) -> list[str]:
     return users
 
 
-def writer_of(cluster: dict[str, Any]) -> str | None:
-    """The cluster's writer instance, if it has one."""
-    return next(
-        (
-            str(m["DBInstanceIdentifier"])
-            for m in cluster.get("DBClusterMembers") or []
-            if m.get("IsClusterWriter")
-        ),
-        None,
-    )
-
-
-class ClusterBulkMode:
+class ClusterBulkMode(GroupedResource):
     """Enter, renew and exit bulk mode in one Aurora cluster's DB cluster parameter group.
 
-    :param client: a boto3 RDS client.
-    :param groups: the DB cluster parameter group calls (:class:`GroupApi` with ``cluster=True``).
-    :param ident: the DB cluster identifier.
-    :param reboot_policy: ``never`` or ``allowed`` (checked by the caller).
+    ``groups``: the DB cluster parameter group calls (:class:`GroupApi` with ``cluster=True``);
+    ``ident``: the DB cluster identifier.
     """
 
-    def __init__(self, client: Any, groups: GroupApi, ident: str, *, reboot_policy: str) -> None:
-        self.client = client
-        self.groups = groups
-        self.ident = ident
-        self.reboot_policy = reboot_policy
+    kind = "cluster"
 
     @property
     def label(self) -> str:
         return f"cluster {self.ident}"
-
-    def describe(self) -> dict[str, Any]:
-        return describe_cluster(self.client, self.ident)
 
     def holder_group(self) -> str | None:
         """The cluster's custom group (the one that can carry bulk-mode tags), else ``None``."""

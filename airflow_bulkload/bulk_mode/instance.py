@@ -20,6 +20,7 @@ from airflow_bulkload.bulk_mode.parameter_groups import (
     REBOOT_TAG,
     SWAPPED_FROM_TAG,
     GroupApi,
+    GroupedResource,
     ParameterInfo,
     RdsBulkState,
     parse_leases,
@@ -36,12 +37,6 @@ from airflow_bulkload.bulk_mode.status import WaitSpec
 from airflow_bulkload.exceptions import BulkModeRefusedError, BulkModeStateError
 
 log = logging.getLogger(__name__)
-
-
-def describe_instance(client: Any, ident: str) -> dict[str, Any]:
-    """DescribeDBInstances of one instance."""
-    found = client.describe_db_instances(DBInstanceIdentifier=ident)
-    return dict(found["DBInstances"][0])
 
 
 def current_group(instance: dict[str, Any]) -> tuple[str, str]:
@@ -78,7 +73,7 @@ def delete_group_if_unused(client: Any, groups: GroupApi, group: str) -> bool:
     return True
 
 
-class InstanceBulkMode:
+class InstanceBulkMode(GroupedResource):
     """Enter, renew and exit bulk mode in one instance's DB parameter group.
 
     :param client: a boto3 RDS client.
@@ -87,6 +82,8 @@ class InstanceBulkMode:
     :param options: the strategy, the reboot policy (both checked by the caller) and the
         expected load duration, which the maintenance window is checked against.
     """
+
+    kind = "instance"
 
     def __init__(
         self,
@@ -97,20 +94,14 @@ class InstanceBulkMode:
         *,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self.client = client
-        self.groups = groups
-        self.ident = ident
+        super().__init__(client, groups, ident, reboot_policy=options.reboot_policy)
         self.strategy = options.strategy
-        self.reboot_policy = options.reboot_policy
         self.expected_load_duration = options.load_duration
         self.clock = clock
 
     @property
     def bulk_group_name(self) -> str:
         return f"bulkload-{self.ident}"
-
-    def describe(self) -> dict[str, Any]:
-        return describe_instance(self.client, self.ident)
 
     def read_state(self, instance: dict[str, Any]) -> RdsBulkState:
         """The state of bulk mode: the swap's bulk copy when it exists, else the own group."""

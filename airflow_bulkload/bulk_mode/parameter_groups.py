@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from airflow_bulkload.bulk_mode.policy import (
     KNOWN_STATIC_SETTINGS,
@@ -35,6 +35,7 @@ from airflow_bulkload.bulk_mode.policy import (
     split_leases,
     tag_safe,
 )
+from airflow_bulkload.bulk_mode.status import describe
 from airflow_bulkload.exceptions import BulkModeStateError
 
 log = logging.getLogger(__name__)
@@ -281,3 +282,25 @@ class GroupApi:
             group, [k for k in state.tags if k.startswith(ORIGINAL_TAG)] + [MODE_TAG, REBOOT_TAG]
         )
         return any(n in info and info[n].static for n in originals)
+
+
+class GroupedResource:
+    """One RDS resource whose parameter group bulk mode changes: a DB instance or an Aurora cluster.
+
+    :param client: a boto3 RDS client.
+    :param groups: the parameter group calls for the resource's kind of group.
+    :param ident: the instance's or cluster's identifier.
+    :param reboot_policy: ``never`` or ``allowed`` (checked by the caller).
+    """
+
+    #: ``instance`` or ``cluster``: what :meth:`describe` reads
+    kind: ClassVar[str]
+
+    def __init__(self, client: Any, groups: GroupApi, ident: str, *, reboot_policy: str) -> None:
+        self.client = client
+        self.groups = groups
+        self.ident = ident
+        self.reboot_policy = reboot_policy
+
+    def describe(self) -> dict[str, Any]:
+        return describe(self.client, self.kind, self.ident)

@@ -15,12 +15,11 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
-from airflow_bulkload.bulk_mode.cluster import ClusterBulkMode, describe_cluster, writer_of
+from airflow_bulkload.bulk_mode.cluster import ClusterBulkMode
 from airflow_bulkload.bulk_mode.instance import (
     InstanceBulkMode,
     current_group,
     delete_group_if_unused,
-    describe_instance,
 )
 from airflow_bulkload.bulk_mode.parameter_groups import GroupApi
 from airflow_bulkload.bulk_mode.policy import (
@@ -32,9 +31,11 @@ from airflow_bulkload.bulk_mode.status import (
     Status,
     WaitSpec,
     cluster_members_pending_reboot,
+    describe,
     evaluate_instance,
     merge_specs,
     poll,
+    writer_of,
 )
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.exceptions import BulkModeRefusedError, BulkModeStateError
@@ -115,14 +116,14 @@ class RdsBulkModeBackend:
 
     # -- reads ------------------------------------------------------------------------------------
     def instance(self, ident: str | None = None) -> dict[str, Any]:
-        return describe_instance(self.client, str(ident or self.db_instance_identifier))
+        return self.describe("instance", str(ident or self.db_instance_identifier))
 
     def cluster(self, ident: str | None = None) -> dict[str, Any]:
-        return describe_cluster(self.client, str(ident or self.db_cluster_identifier))
+        return self.describe("cluster", str(ident or self.db_cluster_identifier))
 
     def describe(self, kind: str, ident: str) -> dict[str, Any]:
         """``describe("instance" | "cluster", identifier)``: what a poll asks for."""
-        return self.cluster(ident) if kind == "cluster" else self.instance(ident)
+        return describe(self.client, kind, ident)
 
     def _split_settings(
         self,

@@ -21,6 +21,31 @@ Status = Literal["ready", "pending-reboot", "wait"]
 Describe = tuple[Literal["instance", "cluster"], str]
 
 
+def describe_request(kind: str, ident: str) -> tuple[str, dict[str, str], str]:
+    """The RDS call that describes one instance or cluster: method, arguments, result list."""
+    if kind == "cluster":
+        return "describe_db_clusters", {"DBClusterIdentifier": ident}, "DBClusters"
+    return "describe_db_instances", {"DBInstanceIdentifier": ident}, "DBInstances"
+
+
+def describe(client: Any, kind: str, ident: str) -> dict[str, Any]:
+    """The description of one instance or cluster (``kind``), read with a boto3 RDS client."""
+    method, arguments, results = describe_request(kind, ident)
+    return dict(getattr(client, method)(**arguments)[results][0])
+
+
+def writer_of(cluster: Mapping[str, Any]) -> str | None:
+    """The cluster's writer instance, if it has one."""
+    return next(
+        (
+            str(m["DBInstanceIdentifier"])
+            for m in cluster.get("DBClusterMembers") or []
+            if m.get("IsClusterWriter")
+        ),
+        None,
+    )
+
+
 def _named(*names: str | None) -> str:
     """The names given, joined for a message (``-`` for none)."""
     return " and ".join(name for name in names if name) or "-"

@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_bulkload.bulk_mode.status import WaitSpec, poll_async
+from airflow_bulkload.bulk_mode.status import WaitSpec, describe_request, poll_async
 
 
 class RdsParameterGroupInSyncTrigger(BaseTrigger):
@@ -65,11 +65,9 @@ class RdsParameterGroupInSyncTrigger(BaseTrigger):
             async with await hook.get_async_conn() as client:
 
                 async def describe(kind: str, ident: str) -> dict[str, Any]:
-                    if kind == "cluster":
-                        found = await client.describe_db_clusters(DBClusterIdentifier=ident)
-                        return dict(found["DBClusters"][0])
-                    found = await client.describe_db_instances(DBInstanceIdentifier=ident)
-                    return dict(found["DBInstances"][0])
+                    method, arguments, results = describe_request(kind, ident)
+                    found = await getattr(client, method)(**arguments)
+                    return dict(found[results][0])
 
                 for attempt in range(1, self.waiter_max_attempts + 1):
                     # the same poll as the synchronous wait (RdsBulkModeBackend.check)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, ClassVar, NotRequired, TypedDict, Unpack
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
@@ -21,8 +21,27 @@ from airflow_bulkload.exceptions import TableClaimedError
 MIN_POLL_INTERVAL = 0.2
 
 
+class WaitArguments(TypedDict):
+    """What every database wait takes: the connection, the table, the deadline, the interval."""
+
+    conn_id: str
+    table: str
+    #: when to give up (epoch seconds)
+    deadline: float
+    #: seconds between checks (default 5)
+    poll_interval: NotRequired[float]
+
+
 class _DatabaseWaitTrigger(BaseTrigger):
-    """Poll a check every ``poll_interval`` seconds until it passes or ``deadline`` (epoch s)."""
+    """Poll a check every ``poll_interval`` seconds until it passes or ``deadline`` (epoch s).
+
+    Every wait takes :class:`WaitArguments`: ``conn_id`` (the target's ``postgres`` or ``mysql``
+    connection), ``table`` (the target table), ``deadline`` (when to give up, epoch seconds: event
+    ``timeout``) and ``poll_interval`` (seconds between checks).
+    """
+
+    #: the attributes :meth:`serialize` hands the triggerer, to build the trigger again
+    arguments: ClassVar[tuple[str, ...]] = ("conn_id", "table", "deadline", "poll_interval")
 
     def __init__(
         self, *, conn_id: str, table: str, deadline: float, poll_interval: float = 5.0
@@ -34,16 +53,9 @@ class _DatabaseWaitTrigger(BaseTrigger):
         # never a busy loop on the database, whatever the task was given
         self.poll_interval = max(float(poll_interval), MIN_POLL_INTERVAL)
 
-    def _arguments(self) -> dict[str, Any]:
-        return {
-            "conn_id": self.conn_id,
-            "table": self.table,
-            "deadline": self.deadline,
-            "poll_interval": self.poll_interval,
-        }
-
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return f"{type(self).__module__}.{type(self).__qualname__}", self._arguments()
+        arguments = {name: getattr(self, name) for name in self.arguments}
+        return f"{type(self).__module__}.{type(self).__qualname__}", arguments
 
     def check(self) -> str | None:
         """``None`` when the wait is over, else what still blocks it (run in a thread)."""
@@ -77,29 +89,14 @@ class LoadSlotFreeTrigger(_DatabaseWaitTrigger):
     The slot is not kept: the resumed load takes one for real and defers again if another load
     took it first.
 
-    :param conn_id: the target's ``postgres`` or ``mysql`` connection.
-    :param table: the target table.
-    :param slots: the table's number of load slots.
-    :param deadline: when to give up (epoch seconds); event ``timeout``.
-    :param poll_interval: seconds between checks.
+    :param slots: the table's number of load slots; the rest are :class:`WaitArguments`.
     """
 
-    def __init__(
-        self,
-        *,
-        conn_id: str,
-        table: str,
-        slots: int,
-        deadline: float,
-        poll_interval: float = 5.0,
-    ) -> None:
-        super().__init__(
-            conn_id=conn_id, table=table, deadline=deadline, poll_interval=poll_interval
-        )
-        self.slots = slots
+    arguments = (*_DatabaseWaitTrigger.arguments, "slots")
 
-    def _arguments(self) -> dict[str, Any]:
-        return super()._arguments() | {"slots": self.slots}
+    def __init__(self, *, slots: int, **wait: Unpack[WaitArguments]) -> None:
+        super().__init__(**wait)
+        self.slots = slots
 
     def check(self) -> str | None:
         from airflow_bulkload.hooks.bulk_load import BulkLoadHook
@@ -115,29 +112,15 @@ class TableClaimTrigger(_DatabaseWaitTrigger):
     The claim is a durable row, so the trigger takes it (the resumed task takes it again as its
     own, which is idempotent for the same load id) and no other waiting load can slip in between.
 
-    :param conn_id: the target's ``postgres`` or ``mysql`` connection.
-    :param table: the target table.
-    :param load_id: the load the claim is for.
-    :param deadline: when to give up (epoch seconds); event ``timeout`` names the holder.
-    :param poll_interval: seconds between checks.
+    :param load_id: the load the claim is for; the rest are :class:`WaitArguments` (the event
+        ``timeout`` names the holder).
     """
 
-    def __init__(
-        self,
-        *,
-        conn_id: str,
-        table: str,
-        load_id: str,
-        deadline: float,
-        poll_interval: float = 5.0,
-    ) -> None:
-        super().__init__(
-            conn_id=conn_id, table=table, deadline=deadline, poll_interval=poll_interval
-        )
-        self.load_id = load_id
+    arguments = (*_DatabaseWaitTrigger.arguments, "load_id")
 
-    def _arguments(self) -> dict[str, Any]:
-        return super()._arguments() | {"load_id": self.load_id}
+    def __init__(self, *, load_id: str, **wait: Unpack[WaitArguments]) -> None:
+        super().__init__(**wait)
+        self.load_id = load_id
 
     def check(self) -> str | None:
         from airflow_bulkload.hooks.table_state import TableStateHook
