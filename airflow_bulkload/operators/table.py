@@ -46,9 +46,6 @@ class _TableOperator(TableTaskOperator):
     """Shared: the table, its connections and the load id."""
 
     ui_color = "#e8e0f5"
-    #: set by the operators that take a mode (prepare, finalize, restore)
-    mode: str = APPEND
-    upsert_keys: list[str] | str | None = None
 
     def __init__(
         self,
@@ -62,13 +59,6 @@ class _TableOperator(TableTaskOperator):
         super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
         self.load_id = load_id
 
-    def _check_mode(self) -> None:
-        self.load_mode()
-
-    def load_mode(self) -> tuple[str, list[str] | None]:
-        """The rendered ``mode`` and ``upsert_keys``, checked (``ValueError``)."""
-        return parse_mode_arguments(self.mode, self.upsert_keys)
-
     def resolved_load_id(self, context: Context) -> str:
         if self.load_id:
             return self.load_id
@@ -77,6 +67,28 @@ class _TableOperator(TableTaskOperator):
 
     def hook(self) -> LoadModesHook:
         return LoadModesHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
+
+
+class _ModeTableOperator(_TableOperator):
+    """Shared by prepare, finalize and restore: the load mode, and the key an upsert merges on."""
+
+    def __init__(
+        self,
+        *,
+        mode: str = APPEND,
+        upsert_keys: list[str] | str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.mode = mode
+        self.upsert_keys = upsert_keys
+
+    def _check_mode(self) -> None:
+        self.load_mode()
+
+    def load_mode(self) -> tuple[str, list[str] | None]:
+        """The rendered ``mode`` and ``upsert_keys``, checked (``ValueError``)."""
+        return parse_mode_arguments(self.mode, self.upsert_keys)
 
 
 class ClaimTableOperator(_TableOperator):
@@ -151,7 +163,7 @@ class ClaimTableOperator(_TableOperator):
         return self.hook().claim(self.table, load_id=self.resolved_load_id(context))
 
 
-class PrepareTableOperator(_TableOperator):
+class PrepareTableOperator(_ModeTableOperator):
     """Save the table's state durably, then strip it for a fast load.
 
     Saved **before** anything changes, in the state tables of the target database: every index
@@ -225,15 +237,11 @@ class PrepareTableOperator(_TableOperator):
         aws_conn_id: str | None = "aws_default",
         load_id: str | None = None,
         claim_timeout: float = 0.0,
-        mode: str = APPEND,
-        upsert_keys: list[str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
             table=table, conn_id=conn_id, load_id=load_id, aws_conn_id=aws_conn_id, **kwargs
         )
-        self.mode = mode
-        self.upsert_keys = upsert_keys
         self.drop_indexes = drop_indexes
         self.drop_primary_key = drop_primary_key
         self.drop_foreign_keys = drop_foreign_keys
@@ -306,7 +314,7 @@ class PrepareTableOperator(_TableOperator):
         return summary.data_bytes
 
 
-class FinalizeTableOperator(_TableOperator):
+class FinalizeTableOperator(_ModeTableOperator):
     """Rebuild what prepare dropped, verify, restore reloptions/autovacuum, ANALYZE, mark done.
 
     PostgreSQL builds each index in a session of its own, up to ``parallelism`` at once, with
@@ -364,15 +372,11 @@ class FinalizeTableOperator(_TableOperator):
         analyze: bool = True,
         manifest: str | None = None,
         aws_conn_id: str | None = "aws_default",
-        mode: str = APPEND,
-        upsert_keys: list[str] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(
             table=table, conn_id=conn_id, load_id=load_id, aws_conn_id=aws_conn_id, **kwargs
         )
-        self.mode = mode
-        self.upsert_keys = upsert_keys
         self.parallelism = parallelism
         self.maintenance_work_mem = maintenance_work_mem
         self.analyze = analyze
@@ -412,7 +416,7 @@ class FinalizeTableOperator(_TableOperator):
         )
 
 
-class RestoreTableOperator(_TableOperator):
+class RestoreTableOperator(_ModeTableOperator):
     """The teardown twin of :class:`PrepareTableOperator`: put the table back as saved.
 
     When the table's state is saved and not done (a load failed, finalize never ran or failed), put
@@ -427,9 +431,11 @@ class RestoreTableOperator(_TableOperator):
     :param mode: ``append`` (default), or ``replace``/``upsert`` (templated): the target was
         never changed: drop the work table unless it was published
         (see :mod:`airflow_bulkload.modes`).
+    :param upsert_keys: as given to :class:`PrepareTableOperator` (checked with ``mode``; the
+        work table's name does not depend on it).
     """
 
-    template_fields: Sequence[str] = ("table", "conn_id", "load_id", "mode")
+    template_fields: Sequence[str] = ("table", "conn_id", "load_id", "mode", "upsert_keys")
     ui_color = "#e3f1d4"
 
     def __init__(
@@ -438,11 +444,9 @@ class RestoreTableOperator(_TableOperator):
         table: str,
         conn_id: str,
         load_id: str | None = None,
-        mode: str = APPEND,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, load_id=load_id, **kwargs)
-        self.mode = mode
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self._check_mode)
