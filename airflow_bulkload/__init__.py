@@ -17,7 +17,8 @@ def get_provider_info() -> dict[str, Any]:
         "integrations": [
             {
                 "integration-name": "Bulk Load",
-                "external-doc-url": "https://github.com/airflow-bulkload/airflow-bulkload",
+                # the external system the integration serves, as the official providers fill it
+                "external-doc-url": "https://aws.amazon.com/rds/",
                 "tags": ["software"],
             }
         ],

@@ -40,3 +40,9 @@ def test_the_hooks_work_on_connection_types_that_exist() -> None:
     for hook in (BulkLoadHook, BulkModeHook):
         assert not hasattr(hook, "conn_type"), hook
         assert set(hook.supported_conn_types) <= registered, (hook, registered)
+
+
+def test_the_integration_links_the_system_it_serves() -> None:
+    """The UI's documentation link is the external system's page, not a made-up repository."""
+    (integration,) = airflow_bulkload.get_provider_info()["integrations"]
+    assert integration["external-doc-url"] == "https://aws.amazon.com/rds/"
