@@ -236,12 +236,11 @@ class LoadModesHook(TableStateHook):
             ref, work = self._target_and_work(conn, table, mode)
             exists = dialect.table_exists(conn, work)
             if mode == REPLACE and not staged.chunks:
-                raise LoadModeError(
-                    f"the input is empty: a replace would leave {ref} empty, so nothing was "
-                    "changed (to empty the table on purpose, TRUNCATE it)"
-                )
-            if exists:
-                self._check_complete(conn, ref, work, staged, prefix)
+                raise _empty_replace(ref)
+            held = self._check_complete(conn, ref, work, staged, prefix) if exists else None
+            # an input of header-only objects has chunks: only the rows loaded tell it is empty
+            if mode == REPLACE and held == 0:
+                raise _empty_replace(ref)
         result: dict[str, Any] = {"mode": mode, "target": str(ref), "work_table": str(work)}
         if exists:
             result.update(
@@ -272,8 +271,11 @@ class LoadModesHook(TableStateHook):
 
     def _check_complete(
         self, conn: Any, ref: TableRef, work: TableRef, staged: Manifest, prefix: str
-    ) -> None:
-        """Refuse a work table that does not hold every chunk of the input, exactly once."""
+    ) -> int:
+        """Refuse a work table that does not hold every chunk of the input, exactly once.
+
+        Returns the rows it holds.
+        """
         dialect = self.dialect
         entries = {e.chunk_key: e for e in dialect.ledger_entries(conn, work, prefix)}
         missing = [
@@ -295,6 +297,7 @@ class LoadModesHook(TableStateHook):
                 f"the work table {work} holds {found} rows where the input's chunks loaded "
                 f"{expected}: {unchanged}. Clear the whole run to load it again"
             )
+        return found
 
     def _gone(self, ref: TableRef, work: TableRef) -> LoadModeError:
         return LoadModeError(
@@ -455,3 +458,10 @@ class LoadModesHook(TableStateHook):
                 dialect.release_table_claim(conn, ref, load_id)
         self.log.info("%s: %s (mode %s, load %s)", ref, status, mode, load_id)
         return {"load_id": load_id, "table": str(ref), "mode": mode, "status": status}
+
+
+def _empty_replace(ref: TableRef) -> LoadModeError:
+    return LoadModeError(
+        f"the input is empty: a replace would leave {ref} empty, so nothing was changed (to empty "
+        "the table on purpose, TRUNCATE it)"
+    )

@@ -308,3 +308,29 @@ def test_an_upsert_input_without_a_required_column_is_refused_before_anything_ch
         )
     hook.restore_work_table("items", mode="upsert", load_id=LOAD_ID)
     assert rows(any_db)[1] == ("old-1", "1.50") and tables(any_db) == ["items"]
+
+
+@pytest.mark.parametrize("direct", [False, True], ids=["staged", "direct"])
+def test_a_replace_over_a_header_only_input_keeps_the_old_rows(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, direct: bool
+) -> None:
+    """A nightly export that came out header-only: as stored it is a chunk of no rows, so the
+    manifest is not empty. Finalize counts the rows the work table holds and refuses the swap."""
+    create_items(pg_db)
+    insert_old(pg_db, 1, 100)
+    before = (catalog(pg_db), rows(pg_db))
+    moto_server.client("s3").put_object(
+        Bucket=s3_bucket, Key="in/items.csv", Body=b"id,name,price,tags\n"
+    )
+    staged = stage_checked(pg_db, moto_server, s3_bucket, "items", direct=direct)
+    assert len(staged.manifest.chunks) == (1 if direct else 0)
+    hook = LoadModesHook(conn_id=pg_db.conn_id)
+    hook.prepare_work_table("items", mode="replace", load_id=LOAD_ID, manifest=staged.manifest_uri)
+    load_all(pg_db, staged, "replace")
+    with pytest.raises(LoadModeError, match="the input is empty"):
+        hook.finalize_work_table(
+            "items", mode="replace", load_id=LOAD_ID, manifest=staged.manifest_uri
+        )
+    hook.restore_work_table("items", mode="replace", load_id=LOAD_ID)
+    assert (catalog(pg_db), rows(pg_db)) == before
+    assert tables(pg_db) == ["items"]
