@@ -105,7 +105,7 @@ def bulk_load_table(
     teardown_retry_delay: timedelta = timedelta(seconds=15),
     restore_timeout: timedelta | None = timedelta(hours=6),
     exit_bulk_mode_timeout: timedelta | None = timedelta(hours=1),
-    direct: bool | str = False,
+    direct: bool | str = "auto",
     quoted_newlines: bool = True,
     stage_kwargs: dict[str, Any] | None = None,
     load_kwargs: dict[str, Any] | None = None,
@@ -179,9 +179,10 @@ def bulk_load_table(
         table take hours: size it for yours); ``None`` for none.
     :param exit_bulk_mode_timeout: ``execution_timeout`` of ``exit_bulk_mode``.
     :param direct: load S3 input as stored, with no staged copy, where nothing needs
-        rewriting (PostgreSQL, ``client`` method, no sort); see ``StageToS3Operator``. Off by
-        default: COPY reads some malformed CSV differently from staging (the load then fails
-        naming the line, and ``direct=False`` loads it).
+        rewriting (PostgreSQL, ``client`` method, CSV, no sort, no ``max_errors``); see
+        ``StageToS3Operator``. ``"auto"`` (default) does so wherever it can; ``False`` always
+        stages: COPY reads some malformed CSV differently from staging (such a load fails naming
+        the line, and ``direct=False`` normalises and loads it).
     :param quoted_newlines: with ``direct``: quoted values may hold line ends, so objects load
         whole (default); ``False`` declares they never do and lets large objects load in ranges.
     :param stage_kwargs: more operator arguments for the ``stage`` task, e.g. ``{"queue":

@@ -73,11 +73,11 @@ from benchmarks.summary import (
 from tests.harness import TestDatabase, check_server, configure_process_environment, fresh_database
 
 RESULTS = Path(__file__).resolve().parent / "results"
-DEFAULT_CASES = "naive,pipeline,pipeline_direct,peers,floor,floor_unlogged"
+DEFAULT_CASES = "naive,pipeline,pipeline_staged,peers,floor,floor_unlogged"
 ENGINE_ONLY = {
     "pgloader": "postgres",
     "floor_unlogged": "postgres",
-    "pipeline_direct": "postgres",
+    "pipeline_staged": "postgres",
     "mariadb_import": "mysql",
 }
 INPUT_BUCKET = "bench-input"

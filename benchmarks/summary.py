@@ -102,7 +102,7 @@ def _detail_lines(results: Sequence[CaseResult]) -> list[str]:
     if floor and floor.stages:
         phases = ", ".join(f"{k} {_fmt(v)}" for k, v in floor.stages.items())
         lines.append(f"floor phases (s): {phases}")
-    for name in ("pipeline", "pipeline_direct"):
+    for name in ("pipeline", "pipeline_staged"):
         if name in by_name:
             lines += [line.replace("pipeline", name, 1) for line in pipeline_lines(by_name[name])]
     return ["", *lines] if lines else []
@@ -166,9 +166,9 @@ def summary_json(
         "peers": {f"{r.name}_s": _round(r.seconds) for r in results if r.name in PEERS},
         "speedup_vs_naive": ratio(naive_s, pipeline_s),
         "ratio_to_floor": ratio(pipeline_s, floor_s),
-        "pipeline_direct_s": _round(seconds_of(results, "pipeline_direct")),
-        "direct_speedup_vs_naive": ratio(naive_s, seconds_of(results, "pipeline_direct")),
-        "direct_ratio_to_floor": ratio(seconds_of(results, "pipeline_direct"), floor_s),
+        "pipeline_staged_s": _round(seconds_of(results, "pipeline_staged")),
+        "staged_speedup_vs_naive": ratio(naive_s, seconds_of(results, "pipeline_staged")),
+        "staged_ratio_to_floor": ratio(seconds_of(results, "pipeline_staged"), floor_s),
         "floor_load_s": _round(floor_stages.get("load")),
         "floor_indexes_s": _round(floor_stages.get("indexes")),
         "finalize_to_floor_indexes": ratio(

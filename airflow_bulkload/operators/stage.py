@@ -108,10 +108,12 @@ class StageToS3Operator(BaseOperator):
     :param duckdb_threads: DuckDB threads (default: all cores).
     :param check_temp_space: fail early when ``temp_dir`` lacks the estimated space.
     :param direct: load S3 input objects as they are stored, with no staged copy, when nothing
-        needs rewriting (see :mod:`~airflow_bulkload.staging.direct`): ``True`` does so where the
-        engine's loader reads CSV as written (PostgreSQL) with the ``client`` method and no
-        sort, and logs why not elsewhere; ``False`` (default) always stages. Only
-        ``manifest.json`` is written under the staging prefix then.
+        needs rewriting (see :mod:`~airflow_bulkload.staging.direct`): where the engine's loader
+        reads CSV as written (PostgreSQL) with the ``client`` method, for CSV with no sort and no
+        ``max_errors``. ``"auto"`` (default) does so where it can and stages elsewhere; ``True``
+        also warns where it cannot; ``False`` always stages (staging also normalises CSV that
+        COPY would read differently, e.g. a stray quote inside an unquoted value). Only
+        ``manifest.json`` is written under the staging prefix when the input loads as stored.
     :param quoted_newlines: quoted values may hold line ends (default ``True``): direct objects
         are loaded whole. ``False`` declares they never do, and plain objects larger than the
         chunk size are cut into byte ranges (a cut inside a quoted value fails its load).
@@ -171,7 +173,7 @@ class StageToS3Operator(BaseOperator):
         duckdb_memory_limit: str = "1GB",
         duckdb_threads: int | None = None,
         check_temp_space: bool = True,
-        direct: bool | str = False,
+        direct: bool | str = "auto",
         quoted_newlines: bool = True,
         staging_extra_args: dict[str, Any] | None = None,
         max_errors: int | str = 0,
@@ -243,7 +245,7 @@ class StageToS3Operator(BaseOperator):
     def _direct(self) -> bool:
         """Whether staging may load the input as stored: the engine's side of the decision."""
         wanted = parse_flag(self.direct, "direct")
-        if not wanted:
+        if wanted is False:
             return False
         reasons = []
         if self.load_method != "client":
@@ -260,7 +262,9 @@ class StageToS3Operator(BaseOperator):
                     "string apart from NULL, CRLF line ends)"
                 )
         if reasons:
-            self.log.warning("direct=True, but the input is staged: %s", "; ".join(reasons))
+            # "auto" stages quietly where it cannot load as stored; an explicit True is told why
+            say = self.log.warning if wanted else self.log.info
+            say("the input is staged, not loaded as stored: %s", "; ".join(reasons))
         return not reasons
 
     def _sort_key(self) -> tuple[list[str], list[str]]:

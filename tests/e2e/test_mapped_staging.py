@@ -25,6 +25,7 @@ with DAG({dag_id!r}, schedule="@daily", start_date=pendulum.datetime(2026, 1, 1,
         chunk_size="2KB",
         stage_group_size="3KB",
         sort_by_primary_key="auto",
+        direct=False,  # PostgreSQL would load these parts as stored: this is the staged path
         parallelism=2,
         outlets=[Asset("bulkload://test/events")],
     )
