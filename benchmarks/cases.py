@@ -372,7 +372,22 @@ def _pipeline(bench: Bench, db: TestDatabase, *, staged: bool) -> Outcome:
             f"pipeline DAG run {run.state}, report {'found' if run.report else 'missing'}:\n"
             + cluster.diagnostics(dag_id)[-4000:]
         )
-    return pipeline_outcome(run, bench.services.airflow_parallelism)
+    outcome = pipeline_outcome(run, bench.services.airflow_parallelism)
+    outcome.details["staged_mb"] = round(
+        staged_bytes(bench.services.moto.server.client("s3"), STAGING_BUCKET, db.name) / 1e6, 1
+    )
+    return outcome
+
+
+def staged_bytes(s3: Any, bucket: str, prefix: str) -> int:
+    """What staging wrote under its prefix, its manifests aside (0 when the input loads as
+    stored)."""
+    total = 0
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            if not item["Key"].endswith("manifest.json"):
+                total += int(item["Size"])
+    return total
 
 
 def pipeline_outcome(run: ScheduledRun, airflow_parallelism: int) -> Outcome:

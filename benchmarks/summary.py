@@ -116,7 +116,8 @@ def pipeline_lines(result: CaseResult) -> list[str]:
         f"pipeline stages (s): {stages}",
         f"pipeline: DAG run wall {_fmt(details.get('wall_s'))} s (queued->end), running "
         f"{_fmt(details.get('running_s'))} s (start->end), stage sum "
-        f"{_fmt(details.get('stage_sum_s'))} s",
+        f"{_fmt(details.get('stage_sum_s'))} s, staged under the prefix (manifests aside) "
+        f"{_fmt(details.get('staged_mb'), 1)} MB",
     ]
     tasks = details.get("tasks") or {}
     if tasks:
@@ -175,6 +176,7 @@ def summary_json(
             pipeline_stages.get("finalize_table"), floor_stages.get("indexes")
         ),
         "pipeline_stage_sum_s": details.get("stage_sum_s"),
+        "pipeline_staged_mb": details.get("staged_mb"),
         "pipeline_running_s": details.get("running_s"),
         "pipeline_stages": {k: _round(v) for k, v in pipeline_stages.items()},
         "pipeline_tasks": details.get("tasks"),
