@@ -72,6 +72,8 @@ class _TableOperator(TableTaskOperator):
 class _ModeTableOperator(_TableOperator):
     """Shared by prepare, finalize and restore: the load mode, and the key an upsert merges on."""
 
+    template_fields: Sequence[str] = ("table", "conn_id", "load_id", "mode", "upsert_keys")
+
     def __init__(
         self,
         *,
@@ -210,17 +212,13 @@ class PrepareTableOperator(_ModeTableOperator):
     """
 
     template_fields: Sequence[str] = (
-        "table",
-        "conn_id",
+        *_ModeTableOperator.template_fields,
         "drop_indexes",
         "drop_primary_key",
         "drop_foreign_keys",
         "drop_unique_indexes",
         "incoming_bytes",
         "manifest",
-        "load_id",
-        "mode",
-        "upsert_keys",
     )
 
     def __init__(
@@ -347,18 +345,14 @@ class FinalizeTableOperator(_ModeTableOperator):
         table's indexes, then swap it in (replace) or merge it by key, check every row and drop it
         (upsert); ``manifest`` required
         (see :mod:`airflow_bulkload.modes`).
-    :param upsert_keys: with ``upsert``: the unique key to merge on (default the primary key).
+    :param upsert_keys: as given to :class:`PrepareTableOperator`: the key the merge matches on.
     """
 
     template_fields: Sequence[str] = (
-        "table",
-        "conn_id",
+        *_ModeTableOperator.template_fields,
         "parallelism",
         "maintenance_work_mem",
-        "load_id",
         "manifest",
-        "mode",
-        "upsert_keys",
     )
 
     def __init__(
@@ -435,18 +429,8 @@ class RestoreTableOperator(_ModeTableOperator):
         work table's name does not depend on it).
     """
 
-    template_fields: Sequence[str] = ("table", "conn_id", "load_id", "mode", "upsert_keys")
+    template_fields: Sequence[str] = _ModeTableOperator.template_fields
     ui_color = "#e3f1d4"
-
-    def __init__(
-        self,
-        *,
-        table: str,
-        conn_id: str,
-        load_id: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(table=table, conn_id=conn_id, load_id=load_id, **kwargs)
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self._check_mode)
