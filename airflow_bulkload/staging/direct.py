@@ -25,7 +25,6 @@ and last record while it streams.
 from __future__ import annotations
 
 import csv
-import re
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -42,6 +41,7 @@ from airflow_bulkload.s3io import (
     s3_client,
     s3_error_code,
 )
+from airflow_bulkload.staging.copy_safety import CopySafety
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES, InputFormatError, check_header
 from airflow_bulkload.staging.planning import GZIP_EXPANSION_ESTIMATE, SourceFile
@@ -225,22 +225,7 @@ class _DirectReader:
         self._tail = b""
         self._done = False
         self._lines = 0
-        quote = re.escape(self._quote)
-        delimiter = re.escape(self._fmt.delimiter.encode())
-        # a quote neither after a delimiter/line start/quote nor before a delimiter/line end/quote
-        self._stray = re.compile(
-            rb"(?<!["
-            + delimiter
-            + rb"\n"
-            + quote
-            + rb"])"
-            + quote
-            + rb"(?!["
-            + delimiter
-            + rb"\r\n"
-            + quote
-            + rb"])"
-        )
+        self._copy_safety = CopySafety(self._fmt.quote, self._fmt.delimiter)
 
     def _start(self) -> None:
         data = self._raw.read(READ_BUFFER_BYTES)
@@ -328,8 +313,8 @@ class _DirectReader:
                 expected="text without NUL bytes",
             )
         self._quotes += data.count(self._quote)
-        if self._quote in data:
-            self._refuse_stray_quote(data)
+        if self._copy_safety.needed(data):
+            self._refuse_misread(data)
         self._lines += data.count(b"\n")
         if self.first_record is None and len(self._head) <= MAX_RECORD_BYTES:
             self._head += data
@@ -339,28 +324,25 @@ class _DirectReader:
                 self._head = b""
         self._tail = (self._tail + data)[-TAIL_BYTES:]
 
-    def _refuse_stray_quote(self, data: bytes) -> None:
-        """Fail before commit on a quote inside an unquoted value (``5" pipe``).
+    def _refuse_misread(self, data: bytes) -> None:
+        r"""Fail before commit where COPY would read the stored bytes otherwise than staging.
 
-        COPY would read it as the start of a quoted part and merge records silently; staging
-        reads it literally. A quote is well placed when it may open a value (after a delimiter
-        or at a line start) or close one (before a delimiter or a line end); a doubled quote is
-        its own escape. Blocks start at a line start, so a block's first byte is a value's.
+        A quote inside an unquoted value (``27",``), text after a closing quote, or a line
+        that is ``\.`` alone (see :mod:`~airflow_bulkload.staging.copy_safety`). Blocks start
+        at a line start.
         """
-        for match in self._stray.finditer(data):
-            if match.start() == 0 or match.end() >= len(data):
-                continue  # a line's first byte, or the stream's last
-            line = self._lines + data[: match.start()].count(b"\n") + 1
-            line += 1 if self._spec.skip_header else 0  # the object's line when it starts there
-            raise ChunkLoadError(
-                self._spec.uri,
-                f"a quote inside an unquoted value (it starts "
-                f"{data[max(0, match.start() - 20) : match.start() + 20]!r}): PostgreSQL's COPY "
-                "would read it as the start of a quoted value and merge records. Quote that value "
-                "in the input, or load it staged (direct=False), which reads the quote as text",
-                line=line,
-                expected="quotes only around whole values",
-            )
+        misread = self._copy_safety.check(data)
+        if misread is None:
+            return
+        line = self._lines + misread.line
+        line += 1 if self._spec.skip_header else 0  # the object's line when it starts there
+        raise ChunkLoadError(
+            self._spec.uri,
+            f"{misread.reason} (the line starts {misread.sample!r}). Quote that value in the "
+            "input, or load it staged (direct=False), which reads it as text",
+            line=line,
+            expected="quotes only around whole values, doubled inside them",
+        )
 
     def _finish(self) -> None:
         if self._done:
