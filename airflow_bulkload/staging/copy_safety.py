@@ -21,10 +21,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+#: why a CR alone outside quoted values is refused
+CR_ALONE = (
+    "a line end of CR alone (or a CR inside an unquoted value), which PostgreSQL's COPY reads as "
+    "a line end or refuses"
+)
+
 
 @dataclass(frozen=True)
 class Misread:
-    """Where a block stops reading as staging reads it: the line (1-based) and why."""
+    """Where the stream stops reading as staging reads it: the line (from 1) and why."""
 
     line: int
     reason: str
@@ -32,53 +38,111 @@ class Misread:
 
 
 class CopySafety:
-    """Checks blocks of whole lines, in order, for what ``COPY`` would read differently."""
+    """Checks blocks of whole lines, in order, for what ``COPY`` would read differently.
+
+    Lines are counted across blocks: a refusal names the line of the stream (from 1) where the
+    record it is in starts.
+    """
 
     def __init__(self, quote: str, delimiter: str) -> None:
         q = re.escape(quote.encode())
         d = re.escape(delimiter.encode())
-        inside = rb"(?:[^" + q + rb"]|" + q + q + rb")*+"  # a quoted value's body
-        field = rb"(?:" + q + inside + q + rb"|[^" + q + d + rb"\n]*+)"
-        rest = rb"(?:" + d + field + rb")*+\r?(?:\n|\Z)"  # the record after its first value
-        record = rb"(?!\\\.\r?(?:\n|\Z))" + field + rest
-        self._in_quote = False
+        inside = rb"[^" + q + rb"]*+(?:" + q + q + rb"[^" + q + rb"]*+)*+"  # a quoted body
+        # an unquoted value holds no quote, and a CR only as part of a CRLF line end
+        field = rb"(?:" + q + inside + q + rb"|[^" + q + d + rb"\r\n]*+)"
+        end = rb"\r?(?:\n|\Z)"
+        rest = rb"(?:" + d + field + rb")*+" + end  # the record after its first value
+        # the rest of a record whose last value is still open at the block's end
+        open_rest = d + rb"(?:" + field + d + rb")*+" + q + inside + rb"\Z"
+        record = rb"(?!\\\.(?:\r|\n|\Z))" + field + rest
         # the records of a block that starts between records, up to the first that is not
         self._records = re.compile(rb"(?:" + record + rb")*+")
-        # the end of a value a previous block left open, then the rest of its record
-        self._closing = re.compile(inside + rb"(?P<closed>" + q + rest + rb")?")
+        self._bare_cr = re.compile(rb"\r(?!\n)")
+        # the end of a value a previous block left open, then the rest of its record (which
+        # may open another value that the block's end leaves open)
+        self._closing = re.compile(
+            inside
+            + rb"(?P<closed>"
+            + q
+            + rb"(?:(?P<reopened>"
+            + open_rest
+            + rb")|"
+            + rest
+            + rb"))?"
+        )
         # a block's last record, open at the block's end (a quoted value holds a line end)
         self._open_tail = re.compile(rb"(?:" + field + d + rb")*+" + q + inside + rb"\Z")
-        self._backslash_dot = re.compile(rb"\\\.\r?(?:\n|\Z)")
+        self._backslash_dot = re.compile(rb"\\\.(?:\r|\n|\Z)")
         self._quote = quote.encode()
+        self._in_quote = False
+        self._lines = 0  # line ends of the blocks checked so far
+        self._open_record_line = 0  # where the record left open by the last block starts
 
     def needed(self, block: bytes) -> bool:
-        """Whether ``block`` can hold anything :meth:`check` refuses (quote-free blocks pass)."""
-        return self._in_quote or self._quote in block or b"\\." in block
+        """Whether ``block`` can hold anything :meth:`check` refuses.
+
+        Blocks without a quote, a backslash-dot or a CR pass (and are counted by :meth:`skip`).
+        """
+        return self._in_quote or self._quote in block or b"\\." in block or b"\r" in block
+
+    @property
+    def lines(self) -> int:
+        """The line ends of the blocks seen so far."""
+        return self._lines
+
+    def skip(self, block: bytes) -> None:
+        """Count the lines of a block :meth:`needed` let through unchecked."""
+        self._lines += block.count(b"\n")
 
     def check(self, block: bytes) -> Misread | None:
         """The first place in ``block`` that ``COPY`` reads differently, else ``None``."""
+        try:
+            misread = self._check(block)
+            if misread is not None and self._bare_cr.search(block):
+                misread = self._blame_cr(block, misread)
+            return misread
+        finally:
+            self._lines += block.count(b"\n")
+
+    def _blame_cr(self, block: bytes, misread: Misread) -> Misread:
+        """Name a CR alone as the cause when the block reads further without it."""
+        state = (self._in_quote, self._open_record_line)
+        try:
+            without = self._check(self._bare_cr.sub(b" ", block))
+        finally:
+            self._in_quote, self._open_record_line = state
+        if without is not None and without.line <= misread.line:
+            return misread
+        return Misread(misread.line, CR_ALONE, misread.sample)
+
+    def _check(self, block: bytes) -> Misread | None:
         start = 0
         if self._in_quote:
             closing = self._closing.match(block)
             assert closing is not None  # the body alone always matches
+            if closing.group("reopened") is not None:
+                return None  # another value of the same record is open at the block's end
             if closing.group("closed") is None:
                 if closing.end() == len(block):
                     return None  # still inside the value
-                return self._misread(block, 0)  # text after the closing quote
+                return self._misread(block, 0, self._open_record_line)  # text after the quote
             self._in_quote = False
             start = closing.end()
         records = self._records.match(block, start)
         assert records is not None  # no records at all is a match too
-        end = records.end()
-        if end == len(block):
+        at = records.end()
+        if at == len(block):
             return None
-        tail = self._open_tail.match(block, end)
-        if tail is not None:
+        if self._open_tail.match(block, at) is not None:
             self._in_quote = True
+            self._open_record_line = self._line_at(block, at)
             return None
-        return self._misread(block, end)
+        return self._misread(block, at, self._line_at(block, at))
 
-    def _misread(self, block: bytes, at: int) -> Misread:
+    def _line_at(self, block: bytes, at: int) -> int:
+        return self._lines + block.count(b"\n", 0, at) + 1
+
+    def _misread(self, block: bytes, at: int, line: int) -> Misread:
         line_end = block.find(b"\n", at)
         sample = block[at : line_end if line_end >= 0 else len(block)][:80]
         if self._backslash_dot.match(block, at):
@@ -92,4 +156,4 @@ class CopySafety:
                 "PostgreSQL's COPY reads as the start or the rest of a quoted value (records "
                 "merge, or quotes go)"
             )
-        return Misread(block[:at].count(b"\n") + 1, reason, sample)
+        return Misread(line, reason, sample)

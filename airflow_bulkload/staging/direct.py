@@ -224,7 +224,6 @@ class _DirectReader:
         self.first_record: bytes | None = None
         self._tail = b""
         self._done = False
-        self._lines = 0
         self._copy_safety = CopySafety(self._fmt.quote, self._fmt.delimiter)
 
     def _start(self) -> None:
@@ -256,16 +255,27 @@ class _DirectReader:
         """
         data = self._pending or self._raw.read(size)
         self._pending = b""
-        while data and not data.endswith(b"\n"):
-            at = data.rfind(b"\n")
+        parts, held = [data], len(data)
+        while parts[-1] and not parts[-1].endswith(b"\n"):
+            last = parts[-1]
+            at = last.rfind(b"\n")  # only the newest read: a long line costs no rescans
             if at >= 0:
-                self._pending = data[at + 1 :]
-                return data[: at + 1]
+                self._pending = last[at + 1 :]
+                parts[-1] = last[: at + 1]
+                break
+            if held > MAX_RECORD_BYTES:
+                raise ChunkLoadError(
+                    self._spec.uri,
+                    f"a line longer than {MAX_RECORD_BYTES // 2**20} MB",
+                    line=self._copy_safety.lines + 1 + (1 if self._spec.skip_header else 0),
+                    expected="lines of CSV records (line ends LF or CRLF)",
+                )
             more = self._raw.read(size)
             if not more:
-                return data  # the last line, without a line end
-            data += more
-        return data
+                break  # the last line, without a line end
+            parts.append(more)
+            held += len(more)
+        return b"".join(parts)
 
     def read(self, size: int = READ_BUFFER_BYTES) -> bytes:
         if self._pending is None:
@@ -274,6 +284,7 @@ class _DirectReader:
         if not data:
             self._finish()
             return b""
+        self._refuse_misread(data)  # the lines as stored, counted as the object has them
         data = self._without_blank_lines(data)
         if not data:
             return self.read(size)
@@ -313,9 +324,6 @@ class _DirectReader:
                 expected="text without NUL bytes",
             )
         self._quotes += data.count(self._quote)
-        if self._copy_safety.needed(data):
-            self._refuse_misread(data)
-        self._lines += data.count(b"\n")
         if self.first_record is None and len(self._head) <= MAX_RECORD_BYTES:
             self._head += data
             end = self._head.find(b"\n")
@@ -331,11 +339,14 @@ class _DirectReader:
         that is ``\.`` alone (see :mod:`~airflow_bulkload.staging.copy_safety`). Blocks start
         at a line start.
         """
-        misread = self._copy_safety.check(data)
+        safety = self._copy_safety
+        if not safety.needed(data):
+            safety.skip(data)
+            return
+        misread = safety.check(data)
         if misread is None:
             return
-        line = self._lines + misread.line
-        line += 1 if self._spec.skip_header else 0  # the object's line when it starts there
+        line = misread.line + (1 if self._spec.skip_header else 0)  # the object's line
         raise ChunkLoadError(
             self._spec.uri,
             f"{misread.reason} (the line starts {misread.sample!r}). Quote that value in the "
