@@ -151,8 +151,9 @@ def test_a_two_engine_load_spreads_its_chunks_over_both_workers_and_ends_exact(
         for db in (pg_db, mysql_db)
     ]
     before = [example.snapshot() for example in examples]
-    # no per-run task limit: the two tables' loads share the four worker slots
-    _deploy(cluster, dag_id, [(example, {"vcpus": 4}) for example in examples])
+    # no per-run task limit: the two tables' loads share the four worker slots; staged, so
+    # small chunks make many load tasks (PostgreSQL would load its two objects as stored)
+    _deploy(cluster, dag_id, [(example, {"vcpus": 4, "direct": False}) for example in examples])
     _wait_for_run(cluster, dag_id)
 
     for example, snapshot in zip(examples, before, strict=True):
@@ -462,7 +463,8 @@ def test_a_worker_killed_while_staging_a_group_leaves_no_chunk_twice(
     example = _example(pg_db, moto_server, tmp_path, dag_id, rows=60_000, files=4, chunk_size="1MB")
     before = example.snapshot()
     # each input file is a group of its own; bulk mode off: not what this test is about
-    _deploy(cluster, dag_id, [(example, {"stage_group_size": "1KB", "bulk_mode": "off"})])
+    staged = {"stage_group_size": "1KB", "bulk_mode": "off", "direct": False}
+    _deploy(cluster, dag_id, [(example, staged)])
     killed = _kill_worker_mid_staging(cluster, dag_id, timeout=180)
     [survivor] = [w for w in cluster.worker_names if w != killed]
     _wait_for_run(cluster, dag_id)
