@@ -52,8 +52,8 @@ class CopySafety:
         field = rb"(?:" + q + inside + q + rb"|[^" + q + d + rb"\r\n]*+)"
         end = rb"\r?(?:\n|\Z)"
         rest = rb"(?:" + d + field + rb")*+" + end  # the record after its first value
-        # the rest of a record whose last value is still open at the block's end
-        open_rest = d + rb"(?:" + field + d + rb")*+" + q + inside + rb"\Z"
+        # values of a record up to its last, which is still open at the block's end
+        open_values = rb"(?:" + field + d + rb")*+" + q + inside + rb"\Z"
         record = rb"(?!\\\.(?:\r|\n|\Z))" + field + rest
         # the records of a block that starts between records, up to the first that is not
         self._records = re.compile(rb"(?:" + record + rb")*+")
@@ -65,13 +65,14 @@ class CopySafety:
             + rb"(?P<closed>"
             + q
             + rb"(?:(?P<reopened>"
-            + open_rest
+            + d
+            + open_values
             + rb")|"
             + rest
             + rb"))?"
         )
         # a block's last record, open at the block's end (a quoted value holds a line end)
-        self._open_tail = re.compile(rb"(?:" + field + d + rb")*+" + q + inside + rb"\Z")
+        self._open_tail = re.compile(open_values)
         self._backslash_dot = re.compile(rb"\\\.(?:\r|\n|\Z)")
         self._quote = quote.encode()
         self._in_quote = False
