@@ -92,6 +92,12 @@ class _ModeTableOperator(_TableOperator):
         """The rendered ``mode`` and ``upsert_keys``, checked (``ValueError``)."""
         return parse_mode_arguments(self.mode, self.upsert_keys)
 
+    def _check_mode_input(self, manifest: str | None) -> None:
+        """Refuse a bad mode, or a replace/upsert without the staged input (``ValueError``)."""
+        mode, _ = self.load_mode()
+        if mode != APPEND and not manifest:
+            raise ValueError(f"mode={mode!r} needs the staged input's manifest")
+
 
 class ClaimTableOperator(_TableOperator):
     """Claim the table for this load before anything changes on the server.
@@ -256,9 +262,7 @@ class PrepareTableOperator(_ModeTableOperator):
         """
         self._flags()
         parse_optional_int(self.incoming_bytes, "incoming_bytes")
-        mode, _ = self.load_mode()
-        if mode != APPEND and not self.manifest:
-            raise ValueError(f"mode={mode!r} needs the staged input's manifest")
+        self._check_mode_input(self.manifest)
 
     def _flags(self) -> dict[str, bool | None]:
         """The drop flags, parsed: ``None`` for ``"auto"``."""
@@ -382,32 +386,22 @@ class FinalizeTableOperator(_ModeTableOperator):
         Run by ``execute`` with the templated fields rendered.
         """
         parse_parallelism(self.parallelism, 1, 1)
-        mode, _ = self.load_mode()
-        if mode != APPEND and not self.manifest:
-            raise ValueError(f"mode={mode!r} needs the staged input's manifest")
+        self._check_mode_input(self.manifest)
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
         mode, keys = self.load_mode()
+        rebuild: dict[str, Any] = {
+            "load_id": self.resolved_load_id(context),
+            "parallelism": self.parallelism,
+            "maintenance_work_mem": self.maintenance_work_mem,
+            "analyze": self.analyze,
+        }
         if mode != APPEND:  # rebuild the work table's indexes, then swap it in or merge it
             return self.hook().finalize_work_table(
-                self.table,
-                mode=mode,
-                load_id=self.resolved_load_id(context),
-                manifest=str(self.manifest),
-                upsert_keys=keys,
-                parallelism=self.parallelism,
-                maintenance_work_mem=self.maintenance_work_mem,
-                analyze=self.analyze,
+                self.table, mode=mode, manifest=str(self.manifest), upsert_keys=keys, **rebuild
             )
-        return self.hook().finalize(
-            self.table,
-            load_id=self.resolved_load_id(context),
-            parallelism=self.parallelism,
-            maintenance_work_mem=self.maintenance_work_mem,
-            analyze=self.analyze,
-            manifest=self.manifest or None,
-        )
+        return self.hook().finalize(self.table, manifest=self.manifest or None, **rebuild)
 
 
 class RestoreTableOperator(_ModeTableOperator):
