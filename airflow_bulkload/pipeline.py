@@ -109,6 +109,7 @@ def bulk_load_table(
     quoted_newlines: bool = True,
     stage_kwargs: dict[str, Any] | None = None,
     load_kwargs: dict[str, Any] | None = None,
+    finalize_kwargs: dict[str, Any] | None = None,
     deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
     stage_group_size: str | int | None = None,
     wait_for_input: timedelta | None = None,
@@ -189,6 +190,9 @@ def bulk_load_table(
         "staging", "executor_config": {...}}`` to route it to workers with the disk (see
         docs/scaling.md); they win over the pipeline's own, except the task's identity.
     :param load_kwargs: the same for the mapped ``load`` tasks, e.g. ``{"pool": "db1"}``.
+    :param finalize_kwargs: the same for ``finalize_table``, e.g. ``{"maintenance_work_mem":
+        "256MB"}`` (per index build; see docs/performance.md) or ``{"parallelism": 1}`` to
+        override the pre-flight plan's index-build sessions.
     :param stage_group_size: e.g. ``"4GB"``: an input that needs staging and is larger than
         this (uncompressed, estimated) is staged by one mapped ``stage_group`` task per group of
         files of at most this size, then ``collect_staging``, so no task's temp disk follows the
@@ -411,10 +415,16 @@ def bulk_load_table(
         ).expand(chunk=chunks)
         finalize = FinalizeTableOperator(
             task_id="finalize_table",
-            parallelism=preflight.planned("index_build_parallelism"),  # type: ignore[arg-type]  # an int
-            **moded,
-            **staged,
-            **timing,
+            **with_extra(
+                {
+                    "parallelism": preflight.planned("index_build_parallelism"),  # an int
+                    **moded,
+                    **staged,
+                    **timing,
+                },
+                finalize_kwargs,
+                "finalize_kwargs",
+            ),
         )
         checkpoint = CheckpointOperator(task_id="checkpoint", conn_id=conn_id, **timing)
         teardown: dict[str, Any] = {

@@ -8,6 +8,7 @@ from typing import Any
 import pendulum
 import pytest
 from airflow.sdk import DAG
+from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
 from airflow_bulkload.operators import BulkModeTarget
 from airflow_bulkload.pipeline import bulk_load_table
@@ -109,6 +110,18 @@ def test_per_stage_arguments_route_the_staging_and_load_tasks() -> None:
     assert load.partial_kwargs["retries"] == 5  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match=r"load_kwargs may not set \['task_id'\]"):
         pipeline(load_kwargs={"task_id": "other"})
+
+
+def test_finalize_arguments_reach_the_index_rebuild_and_may_override_the_plan() -> None:
+    dag = pipeline(finalize_kwargs={"maintenance_work_mem": "256MB", "parallelism": 1})
+    finalize = dag.get_task("load_public_t.finalize_table")
+    assert finalize.maintenance_work_mem == "256MB"  # type: ignore[attr-defined]
+    assert finalize.parallelism == 1  # type: ignore[attr-defined]
+    planned = pipeline().get_task("load_public_t.finalize_table")
+    assert planned.maintenance_work_mem == "1GB"  # type: ignore[attr-defined]
+    assert isinstance(planned.parallelism, PlainXComArg)  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match=r"finalize_kwargs may not set \['task_id'\]"):
+        pipeline(finalize_kwargs={"task_id": "other"})
 
 
 @pytest.mark.parametrize("stage_group_size", [None, "4GB"])
