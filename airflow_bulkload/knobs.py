@@ -8,6 +8,7 @@ given.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from airflow_bulkload.bulk_mode.policy import LeaseKey
@@ -61,6 +62,23 @@ def parse_parallelism(value: int | str, builds: int, default: int) -> int:
             raise ValueError(f"parallelism must be 'auto' or a positive integer, got {value!r}")
         wanted = parsed
     return max(1, min(wanted, max(builds, 1)))
+
+
+#: a PostgreSQL memory setting: a whole number with one of its units (no unit: kB)
+_MEMORY_SETTING = re.compile(r"\d{1,12}\s?(?:B|kB|MB|GB|TB)?")
+
+
+def check_memory_setting(value: str, name: str) -> str:
+    """Return a PostgreSQL memory setting such as ``"256MB"`` as given, or refuse it.
+
+    The server would refuse it too, but only at the statement that sets it: after the load.
+    """
+    if not isinstance(value, str) or not _MEMORY_SETTING.fullmatch(value.strip()):
+        raise ValueError(
+            f"{name} must be a PostgreSQL memory setting such as '256MB' or '1GB' (units B, kB, "
+            f"MB, GB, TB, case as written), got {value!r}"
+        )
+    return value
 
 
 def default_load_id(dag_id: str, table: str, when: Any) -> str:

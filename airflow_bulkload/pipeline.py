@@ -30,6 +30,7 @@ from airflow.sdk.definitions.taskgroup import TaskGroup as _TaskGroup
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
+from airflow_bulkload.knobs import check_memory_setting
 from airflow_bulkload.modes import APPEND
 from airflow_bulkload.operators import (
     CheckpointOperator,
@@ -413,6 +414,10 @@ def bulk_load_table(
                 "load_kwargs",
             ),
         ).expand(chunk=chunks)
+        # a literal setting is checked now, not after the load (a template only renders then)
+        memory = (finalize_kwargs or {}).get("maintenance_work_mem")
+        if memory is not None and "{{" not in str(memory):
+            check_memory_setting(memory, "finalize_kwargs maintenance_work_mem")
         finalize = FinalizeTableOperator(
             task_id="finalize_table",
             **with_extra(

@@ -31,6 +31,7 @@ from airflow_bulkload.exceptions import BulkLoadError, TableClaimedError
 from airflow_bulkload.hooks.load_modes import LoadModesHook
 from airflow_bulkload.hooks.table_state import TableStateHook
 from airflow_bulkload.knobs import (
+    check_memory_setting,
     default_load_id,
     parse_flag,
     parse_optional_int,
@@ -383,9 +384,11 @@ class FinalizeTableOperator(_ModeTableOperator):
     def validate(self) -> None:
         """Refuse a ``parallelism`` other than ``"auto"`` or a positive integer (``ValueError``).
 
-        Run by ``execute`` with the templated fields rendered.
+        Also a ``maintenance_work_mem`` that is not a memory setting, and a replace/upsert without
+        its manifest. Run by ``execute`` with the templated fields rendered.
         """
         parse_parallelism(self.parallelism, 1, 1)
+        check_memory_setting(self.maintenance_work_mem, "maintenance_work_mem")
         self._check_mode_input(self.manifest)
 
     def execute(self, context: Context) -> dict[str, Any]:

@@ -122,6 +122,13 @@ def test_finalize_arguments_reach_the_index_rebuild_and_may_override_the_plan() 
     assert isinstance(planned.parallelism, PlainXComArg)  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match=r"finalize_kwargs may not set \['task_id'\]"):
         pipeline(finalize_kwargs={"task_id": "other"})
+    # a literal setting is refused when the DAG is built, not after the load; a template renders
+    # only when the task runs, where finalize's validate checks it
+    with pytest.raises(ValueError, match="maintenance_work_mem must be a PostgreSQL memory"):
+        pipeline(finalize_kwargs={"maintenance_work_mem": "64mb"})
+    templated = "{{ params.mwm }}"
+    dag = pipeline(finalize_kwargs={"maintenance_work_mem": templated})
+    assert dag.get_task("load_public_t.finalize_table").maintenance_work_mem == templated  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("stage_group_size", [None, "4GB"])

@@ -194,6 +194,12 @@ def _stage_required() -> dict[str, Any]:
             "parallelism must be 'auto' or a positive integer",
         ),
         (
+            FinalizeTableOperator(
+                task_id="f", table="t", conn_id="c", maintenance_work_mem="1gb; RESET ALL"
+            ),
+            "maintenance_work_mem must be a PostgreSQL memory setting",
+        ),
+        (
             WithdrawSupersededChunksOperator(
                 task_id="w", table="t", conn_id="c", manifest="s3://m", reload="maybe"
             ),
@@ -223,7 +229,9 @@ def test_validate_refuses_and_execute_fails_without_retries(
         ),
         LoadChunkOperator(task_id="l", table="t", conn_id="c", chunk={}, max_concurrent_loads="4"),
         PrepareTableOperator(task_id="p", table="t", conn_id="c", drop_indexes="TRUE"),
-        FinalizeTableOperator(task_id="f", table="t", conn_id="c", parallelism="4"),
+        FinalizeTableOperator(
+            task_id="f", table="t", conn_id="c", parallelism="4", maintenance_work_mem="256 MB"
+        ),
         WithdrawSupersededChunksOperator(
             task_id="w", table="t", conn_id="c", manifest="s3://m", reload="false"
         ),
