@@ -94,6 +94,8 @@ class Bench:
     bulk_mode: str
     services: Services
     chunk_size: str | None = None  # the pipeline's, when not its default
+    #: more ``bulk_load_table`` arguments for the pipeline cases (``--pipeline-arg``)
+    pipeline_args: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sandbox(self) -> AirflowSandbox:
@@ -363,7 +365,8 @@ def _pipeline(bench: Bench, db: TestDatabase, *, staged: bool) -> Outcome:
         parallel=bench.parallel,
         bulk_mode=bench.bulk_mode,
         extra=(f" chunk_size={bench.chunk_size!r}," if bench.chunk_size else "")
-        + (" direct=False," if staged else ""),
+        + (" direct=False," if staged else "")
+        + "".join(f" {name}={value!r}," for name, value in bench.pipeline_args.items()),
     )
     cluster = bench.cluster
     run = cluster.run(dag_id, source, {db.conn_id: db.airflow_conn}, wait_seconds(bench.rows))

@@ -43,6 +43,7 @@ tests/harness.py (``BULKLOAD_TEST_PG_HOST`` etc.).
 from __future__ import annotations
 
 import argparse
+import ast
 import logging
 import os
 import shutil
@@ -113,6 +114,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--bulk-mode", choices=("auto", "off"), default="auto")
     parser.add_argument("--chunk-size", default=None, help="the pipeline's (default: its own)")
     parser.add_argument(
+        "--pipeline-arg",
+        dest="pipeline_args",
+        type=parse_pipeline_arg,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="one more bulk_load_table argument for the pipeline cases, VALUE a Python literal, "
+        "e.g. finalize_kwargs=\"{'maintenance_work_mem': '64MB'}\" or sort_by_primary_key=False "
+        "(repeatable)",
+    )
+    parser.add_argument(
         "--airflow-parallelism",
         type=int,
         default=max(2, 2 * cpus),
@@ -135,6 +147,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.airflow_parallelism < 2:
         parser.error("--airflow-parallelism must be at least 2 (loads run side by side)")
     return args
+
+
+def parse_pipeline_arg(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` -> ``(NAME, VALUE)``, VALUE read as a Python literal."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        return name, ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        raise argparse.ArgumentTypeError(f"{name}: {value!r} is not a Python literal") from None
 
 
 def select_cases(spec: str, engine: str) -> list[str]:
@@ -209,6 +232,7 @@ def prepare(args: argparse.Namespace, work: Path, services: Services, rows: int)
         bulk_mode=args.bulk_mode,
         services=services,
         chunk_size=args.chunk_size,
+        pipeline_args=dict(args.pipeline_args),
     )
 
 
@@ -304,6 +328,9 @@ def main(argv: list[str] | None = None) -> None:
                 else nullcontext("server's own settings")
             )
             with pool as settings:
+                if args.pipeline_args:
+                    given = ", ".join(f"{name}={value!r}" for name, value in args.pipeline_args)
+                    settings = f"{settings}; pipeline with {given}"
                 moto = MotoProcess(work / "moto.log")
                 services = Services(work, moto, args.airflow_parallelism)
                 if args.scaling:
