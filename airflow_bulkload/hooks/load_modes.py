@@ -22,6 +22,7 @@ from contextlib import closing
 from dataclasses import replace
 from typing import Any
 
+from airflow_bulkload.advice.plan import INDEX_BUILD_MEMORY
 from airflow_bulkload.catalog import LoadRecord, TableRef
 from airflow_bulkload.exceptions import LoadModeError, LoadVerificationError
 from airflow_bulkload.hooks.table_state import TableStateHook
@@ -221,7 +222,7 @@ class LoadModesHook(TableStateHook):
         manifest: str,
         upsert_keys: list[str] | None = None,
         parallelism: int | str = "auto",
-        maintenance_work_mem: str = "1GB",
+        maintenance_work_mem: str = INDEX_BUILD_MEMORY,
         analyze: bool = True,
     ) -> dict[str, Any]:
         """Check the work table holds the whole input, rebuild its indexes, then publish it.

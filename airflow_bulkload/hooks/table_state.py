@@ -25,6 +25,7 @@ from contextlib import closing, contextmanager
 from dataclasses import replace
 from typing import Any
 
+from airflow_bulkload.advice.plan import INDEX_BUILD_MEMORY
 from airflow_bulkload.catalog import TableRef, TableState
 from airflow_bulkload.exceptions import (
     DuplicateKeyError,
@@ -232,7 +233,7 @@ class TableStateHook(TableRebuildMixin, BulkLoadHook):
         *,
         load_id: str,
         parallelism: int | str = "auto",
-        maintenance_work_mem: str = "1GB",
+        maintenance_work_mem: str = INDEX_BUILD_MEMORY,
         analyze: bool = True,
         manifest: str | None = None,
     ) -> dict[str, Any]:
@@ -268,7 +269,7 @@ class TableStateHook(TableRebuildMixin, BulkLoadHook):
         *,
         load_id: str,
         parallelism: int | str = "auto",
-        maintenance_work_mem: str = "1GB",
+        maintenance_work_mem: str = INDEX_BUILD_MEMORY,
     ) -> dict[str, Any]:
         """Put the table back as saved when prepare changed it and finalize did not complete.
 

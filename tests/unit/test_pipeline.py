@@ -118,7 +118,7 @@ def test_finalize_arguments_reach_the_index_rebuild_and_may_override_the_plan() 
     assert finalize.maintenance_work_mem == "256MB"  # type: ignore[attr-defined]
     assert finalize.parallelism == 1  # type: ignore[attr-defined]
     planned = pipeline().get_task("load_public_t.finalize_table")
-    assert planned.maintenance_work_mem == "1GB"  # type: ignore[attr-defined]
+    assert planned.maintenance_work_mem == "64MB"  # type: ignore[attr-defined]
     assert isinstance(planned.parallelism, PlainXComArg)  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match=r"finalize_kwargs may not set \['task_id'\]"):
         pipeline(finalize_kwargs={"task_id": "other"})

@@ -210,7 +210,7 @@ class PostgresTablePrep(PostgresSession):
         )
 
     def create_indexes(self, conn: Any, table: TableRef, build: IndexBuild) -> None:
-        """Run each saved ``pg_get_indexdef`` text as captured, ``maintenance_work_mem`` raised.
+        """Run each saved ``pg_get_indexdef`` text as captured, ``maintenance_work_mem`` set.
 
         The texts are catalog output, schema-qualified; the setting holds for this session. When
         several sessions build at once, each builds without parallel workers: the sessions already
