@@ -35,6 +35,23 @@ from airflow_bulkload.exceptions import BulkLoadError, InvalidIdentifierError
 from airflow_bulkload.table_state import snapshot_from_info
 
 
+def _table_rows(
+    cur: Any,
+    query: str,
+    table: TableRef,
+    *,
+    schema_column: str = "TABLE_SCHEMA",
+    name_column: str = "TABLE_NAME",
+) -> list[dict[str, Any]]:
+    """The rows of an ``information_schema`` query about one table, as dicts.
+
+    ``{of_table}`` in ``query`` becomes the condition on the two (fixed) columns that name a
+    table there; the table's schema and name are bound as parameters, never pasted.
+    """
+    of_table = f"{schema_column} = %s AND {name_column} = %s"
+    return _dict_rows(cur, query.format(of_table=of_table), (table.schema, table.name))
+
+
 class MySqlCatalog(MySqlSession):
     """Reads of ``information_schema`` and ``SHOW CREATE TABLE``, and of the server's variables."""
 
@@ -51,57 +68,57 @@ class MySqlCatalog(MySqlSession):
             raise InvalidIdentifierError("describe_table needs a qualified name")
         qt = quote_table(table)
         with _cursor(conn) as cur:
-            cur.execute(
-                "SELECT ENGINE, TABLE_ROWS, DATA_LENGTH, INDEX_LENGTH, AUTO_INCREMENT, "
-                "ROW_FORMAT, TABLE_COLLATION, CREATE_OPTIONS, TABLE_COMMENT "
-                "FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
-                (table.schema, table.name),
+            found = _table_rows(
+                cur,
+                "SELECT ENGINE, TABLE_ROWS, DATA_LENGTH, INDEX_LENGTH, AUTO_INCREMENT, ROW_FORMAT,"
+                " TABLE_COLLATION, CREATE_OPTIONS, TABLE_COMMENT FROM information_schema.TABLES"
+                " WHERE {of_table}",
+                table,
             )
-            meta = cur.fetchone()
-            if meta is None:
+            if not found:
                 raise BulkLoadError(f"table {table} does not exist")
-            cur.execute(
-                "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, EXTRA "
-                "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s "
-                "ORDER BY ORDINAL_POSITION",
-                (table.schema, table.name),
+            meta = found[0]
+            column_rows = _table_rows(
+                cur,
+                "SELECT COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, EXTRA"
+                " FROM information_schema.COLUMNS WHERE {of_table} ORDER BY ORDINAL_POSITION",
+                table,
             )
-            column_rows = cur.fetchall()
             columns = [
-                ColumnInfo(str(n), str(t), nullable == "YES", None if d is None else str(d))
-                for n, t, nullable, d, _extra in column_rows
+                ColumnInfo(
+                    str(r["COLUMN_NAME"]),
+                    str(r["COLUMN_TYPE"]),
+                    r["IS_NULLABLE"] == "YES",
+                    None if r["COLUMN_DEFAULT"] is None else str(r["COLUMN_DEFAULT"]),
+                )
+                for r in column_rows
             ]
             filled_by_server = {
-                "identity_columns": [
-                    str(r[0]) for r in column_rows if "auto_increment" in str(r[4] or "").lower()
-                ],
-                "generated_columns": [
-                    str(r[0]) for r in column_rows if "generated" in str(r[4] or "").lower()
-                ],
+                f"{kind}_columns": [
+                    str(r["COLUMN_NAME"])
+                    for r in column_rows
+                    if marker in str(r["EXTRA"] or "").lower()
+                ]
+                for kind, marker in (("identity", "auto_increment"), ("generated", "generated"))
             }
             cur.execute("SHOW CREATE TABLE " + qt)
             create_sql = str(cur.fetchone()[1])
-            statistics = _dict_rows(
+            statistics = _table_rows(
                 cur,
-                "SELECT * FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
-                "AND TABLE_NAME = %s ORDER BY INDEX_NAME, SEQ_IN_INDEX",
-                (table.schema, table.name),
-            )
-            outgoing = self._foreign_keys(
-                cur, "kcu.TABLE_SCHEMA = %s AND kcu.TABLE_NAME = %s", table
-            )
-            incoming = self._foreign_keys(
-                cur,
-                "kcu.REFERENCED_TABLE_SCHEMA = %s AND kcu.REFERENCED_TABLE_NAME = %s",
+                "SELECT * FROM information_schema.STATISTICS WHERE {of_table}"
+                " ORDER BY INDEX_NAME, SEQ_IN_INDEX",
                 table,
             )
-            triggers = _dict_rows(
+            outgoing = self._foreign_keys(cur, table, referencing=False)
+            incoming = self._foreign_keys(cur, table, referencing=True)
+            triggers = _table_rows(
                 cur,
-                "SELECT TRIGGER_NAME, ACTION_TIMING, EVENT_MANIPULATION, ACTION_ORDER "
-                "FROM information_schema.TRIGGERS WHERE EVENT_OBJECT_SCHEMA = %s "
-                "AND EVENT_OBJECT_TABLE = %s ORDER BY ACTION_TIMING, EVENT_MANIPULATION, "
-                "ACTION_ORDER",
-                (table.schema, table.name),
+                "SELECT TRIGGER_NAME, ACTION_TIMING, EVENT_MANIPULATION, ACTION_ORDER"
+                " FROM information_schema.TRIGGERS WHERE {of_table}"
+                " ORDER BY ACTION_TIMING, EVENT_MANIPULATION, ACTION_ORDER",
+                table,
+                schema_column="EVENT_OBJECT_SCHEMA",
+                name_column="EVENT_OBJECT_TABLE",
             )
             checks = self._check_constraints(cur, table)
 
@@ -141,8 +158,8 @@ class MySqlCatalog(MySqlSession):
                 )
         constraints.extend(outgoing)
         constraints.extend(checks)
-        data_length = int(meta[2] or 0)
-        index_length = int(meta[3] or 0)
+        data_length = int(meta["DATA_LENGTH"] or 0)
+        index_length = int(meta["INDEX_LENGTH"] or 0)
         return TableInfo(
             table=table,
             columns=columns,
@@ -152,18 +169,18 @@ class MySqlCatalog(MySqlSession):
             referencing_foreign_keys=incoming,
             triggers=[str(t["TRIGGER_NAME"]) for t in triggers],
             reloptions={},
-            estimated_rows=int(meta[1] or 0),
+            estimated_rows=int(meta["TABLE_ROWS"] or 0),
             size_bytes=data_length + index_length,
             extra={
                 **filled_by_server,
-                "engine": meta[0],
+                "engine": meta["ENGINE"],
                 "data_length": data_length,
                 "index_length": index_length,
-                "auto_increment": meta[4],
-                "row_format": meta[5],
-                "collation": meta[6],
-                "create_options": meta[7],
-                "comment": meta[8],
+                "auto_increment": meta["AUTO_INCREMENT"],
+                "row_format": meta["ROW_FORMAT"],
+                "collation": meta["TABLE_COLLATION"],
+                "create_options": meta["CREATE_OPTIONS"],
+                "comment": meta["TABLE_COMMENT"],
                 "triggers": [
                     {
                         "name": str(t["TRIGGER_NAME"]),
@@ -176,19 +193,25 @@ class MySqlCatalog(MySqlSession):
             },
         )
 
-    def _foreign_keys(self, cur: Any, where: str, table: TableRef) -> list[ConstraintInfo]:
-        rows = _dict_rows(
+    def _foreign_keys(
+        self, cur: Any, table: TableRef, *, referencing: bool
+    ) -> list[ConstraintInfo]:
+        """The foreign keys of ``table`` (or, ``referencing``, those of other tables to it)."""
+        side = "kcu.REFERENCED_" if referencing else "kcu."
+        rows = _table_rows(
             cur,
-            "SELECT kcu.CONSTRAINT_NAME, kcu.TABLE_SCHEMA, kcu.TABLE_NAME, kcu.COLUMN_NAME, "  # noqa: S608 (fixed text)
+            "SELECT kcu.CONSTRAINT_NAME, kcu.TABLE_SCHEMA, kcu.TABLE_NAME, kcu.COLUMN_NAME, "
             "kcu.REFERENCED_TABLE_SCHEMA, kcu.REFERENCED_TABLE_NAME, kcu.REFERENCED_COLUMN_NAME, "
             "rc.UPDATE_RULE, rc.DELETE_RULE "
             "FROM information_schema.KEY_COLUMN_USAGE kcu "
             "JOIN information_schema.REFERENTIAL_CONSTRAINTS rc "
             "ON rc.CONSTRAINT_SCHEMA = kcu.CONSTRAINT_SCHEMA "
             "AND rc.CONSTRAINT_NAME = kcu.CONSTRAINT_NAME AND rc.TABLE_NAME = kcu.TABLE_NAME "
-            f"WHERE {where} AND kcu.REFERENCED_TABLE_NAME IS NOT NULL "
+            "WHERE {of_table} AND kcu.REFERENCED_TABLE_NAME IS NOT NULL "
             "ORDER BY kcu.TABLE_SCHEMA, kcu.TABLE_NAME, kcu.CONSTRAINT_NAME, kcu.ORDINAL_POSITION",
-            (table.schema, table.name),
+            table,
+            schema_column=f"{side}TABLE_SCHEMA",
+            name_column=f"{side}TABLE_NAME",
         )
         grouped: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
         for row in rows:
@@ -228,19 +251,30 @@ class MySqlCatalog(MySqlSession):
 
         MariaDB also lists column checks, which live in the column definition and are skipped here.
         """
-        try:
-            rows = _dict_rows(
-                cur,
-                "SELECT tc.CONSTRAINT_NAME, cc.CHECK_CLAUSE, tc.CONSTRAINT_TYPE "
-                "FROM information_schema.TABLE_CONSTRAINTS tc "
-                "JOIN information_schema.CHECK_CONSTRAINTS cc "
-                "ON cc.CONSTRAINT_SCHEMA = tc.CONSTRAINT_SCHEMA "
-                "AND cc.CONSTRAINT_NAME = tc.CONSTRAINT_NAME "
-                "WHERE tc.TABLE_SCHEMA = %s AND tc.TABLE_NAME = %s "
-                "AND tc.CONSTRAINT_TYPE = 'CHECK' ORDER BY tc.CONSTRAINT_NAME",
-                (table.schema, table.name),
-            )
-        except Exception:  # servers without CHECK_CONSTRAINTS
+        # MariaDB names a check per table and lists column checks too (LEVEL 'Column'); MySQL 8
+        # names checks per schema and has neither column: the first query the server takes wins
+        for same_table in (
+            "AND cc.TABLE_NAME = tc.TABLE_NAME AND cc.LEVEL = 'Table' ",
+            "AND cc.TABLE_NAME = tc.TABLE_NAME ",
+            "",
+        ):
+            try:
+                rows = _table_rows(
+                    cur,
+                    "SELECT tc.CONSTRAINT_NAME, cc.CHECK_CLAUSE, tc.CONSTRAINT_TYPE "  # noqa: S608 (fixed text)
+                    "FROM information_schema.TABLE_CONSTRAINTS tc "
+                    "JOIN information_schema.CHECK_CONSTRAINTS cc "
+                    "ON cc.CONSTRAINT_SCHEMA = tc.CONSTRAINT_SCHEMA "
+                    f"AND cc.CONSTRAINT_NAME = tc.CONSTRAINT_NAME {same_table}"
+                    "WHERE {of_table} AND tc.CONSTRAINT_TYPE = 'CHECK' ORDER BY tc.CONSTRAINT_NAME",
+                    table,
+                    schema_column="tc.TABLE_SCHEMA",
+                    name_column="tc.TABLE_NAME",
+                )
+                break
+            except Exception:  # a server without these columns, or without CHECK_CONSTRAINTS
+                continue
+        else:
             return []
         qt = quote_table(table)
         return [
