@@ -64,19 +64,30 @@ def parse_parallelism(value: int | str, builds: int, default: int) -> int:
     return max(1, min(wanted, max(builds, 1)))
 
 
-#: a PostgreSQL memory setting: a whole number with one of its units (no unit: kB)
-_MEMORY_SETTING = re.compile(r"\d{1,12}\s?(?:B|kB|MB|GB|TB)?")
+#: a PostgreSQL memory setting as the server reads it: ASCII digits (no leading zero, which the
+#: server would read as octal), optional white space, one unit (none: kB)
+_MEMORY_SETTING = re.compile(r"([1-9][0-9]{0,18})[ \t\n\r\f\v]*(B|kB|MB|GB|TB)?", re.ASCII)
+_KB_PER_UNIT = {"B": 1 / 1024, "kB": 1, "MB": 1024, "GB": 1024**2, "TB": 1024**3}
+#: the server's bounds of ``maintenance_work_mem``, in kB
+MAINTENANCE_WORK_MEM_KB = (1024, 2_147_483_647)
 
 
-def check_memory_setting(value: str, name: str) -> str:
-    """Return a PostgreSQL memory setting such as ``"256MB"`` as given, or refuse it.
+def check_memory_setting(value: Any, name: str) -> str:
+    """Return a ``maintenance_work_mem`` such as ``"256MB"`` as given, or refuse it.
 
-    The server would refuse it too, but only at the statement that sets it: after the load.
+    The server would refuse a bad one too, but only at the statement that sets it: after the
+    load. What passes is read by the server as written: decimal ASCII digits, one unit (B, kB,
+    MB, GB, TB, case as written; none: kB), between 1 MB and 2 TB.
     """
-    if not isinstance(value, str) or not _MEMORY_SETTING.fullmatch(value.strip()):
+    found = (
+        _MEMORY_SETTING.fullmatch(value.strip(" \t\n\r\f\v")) if isinstance(value, str) else None
+    )
+    low, high = MAINTENANCE_WORK_MEM_KB
+    if found is None or not low <= int(found[1]) * _KB_PER_UNIT[found[2] or "kB"] <= high:
         raise ValueError(
-            f"{name} must be a PostgreSQL memory setting such as '256MB' or '1GB' (units B, kB, "
-            f"MB, GB, TB, case as written), got {value!r}"
+            f"{name} must be a PostgreSQL memory setting from 1MB to 2TB such as '256MB' or "
+            f"'1GB' (a whole number without leading zeros; units B, kB, MB, GB, TB, case as "
+            f"written), got {value!r}"
         )
     return value
 

@@ -30,7 +30,6 @@ from airflow.sdk.definitions.taskgroup import TaskGroup as _TaskGroup
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
-from airflow_bulkload.knobs import check_memory_setting
 from airflow_bulkload.modes import APPEND
 from airflow_bulkload.operators import (
     CheckpointOperator,
@@ -58,6 +57,7 @@ from airflow_bulkload.pipeline_args import (
     CHUNK_MAP_INDEX,
     GROUP_MAP_INDEX,
     accepted_by,
+    check_finalize_extra,
     check_pipeline_arguments,
     check_waitable,
     mode_param,
@@ -415,9 +415,7 @@ def bulk_load_table(
             ),
         ).expand(chunk=chunks)
         # a literal setting is checked now, not after the load (a template only renders then)
-        memory = (finalize_kwargs or {}).get("maintenance_work_mem")
-        if memory is not None and "{{" not in str(memory):
-            check_memory_setting(memory, "finalize_kwargs maintenance_work_mem")
+        check_finalize_extra(finalize_kwargs)
         finalize = FinalizeTableOperator(
             task_id="finalize_table",
             **with_extra(

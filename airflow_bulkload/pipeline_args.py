@@ -11,17 +11,23 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow.sdk import Context, Param
+from airflow.sdk.definitions.xcom_arg import XComArg
 
 from airflow_bulkload.bulk_mode.policy import check_reboot_policy
 from airflow_bulkload.hooks.bulk_load import LOAD_METHODS
+from airflow_bulkload.knobs import check_memory_setting, parse_parallelism
 from airflow_bulkload.modes import MODES, parse_mode, parse_mode_arguments
 
 AUTO = "auto"
 BULK_MODES = (AUTO, "off")
 
-#: what per-stage arguments may not change: a task's identity and the pipeline's timing hooks
+#: what per-stage arguments may not change: a task's identity, what ties it to this load (its
+#: load id, mode and input, and when it runs), and the pipeline's timing hooks
 _RESERVED = frozenset(
-    {"task_id", "table", "conn_id", "source", "staging", "chunk", "pre_execute", "post_execute"}
+    {
+        *("task_id", "table", "conn_id", "source", "staging", "chunk", "manifest"),
+        *("load_id", "mode", "upsert_keys", "trigger_rule", "pre_execute", "post_execute"),
+    }
 )
 
 
@@ -33,6 +39,30 @@ def with_extra(
     if reserved:
         raise ValueError(f"{name} may not set {reserved}: they are the pipeline's own")
     return arguments | dict(extra or {})
+
+
+def renders_later(value: Any) -> bool:
+    """Whether an argument is only known when its task runs (a Jinja template, an XCom)."""
+    if isinstance(value, XComArg):
+        return True
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def _check_flag(value: Any, name: str) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
+def check_finalize_extra(extra: dict[str, Any] | None) -> None:
+    """Refuse now the literal ``finalize_kwargs`` that finalize would refuse after the load."""
+    checks: dict[str, Callable[[Any, str], Any]] = {
+        "maintenance_work_mem": check_memory_setting,
+        "parallelism": lambda value, _name: parse_parallelism(value, 1, 1),
+        "analyze": _check_flag,
+    }
+    for key, value in (extra or {}).items():
+        if key in checks and not renders_later(value):
+            checks[key](value, f"finalize_kwargs {key}")
 
 
 #: how the UI names a mapped load task: its chunk's object (and bytes, for a range)

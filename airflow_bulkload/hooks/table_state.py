@@ -36,6 +36,7 @@ from airflow_bulkload.exceptions import (
 )
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook
 from airflow_bulkload.hooks.table_rebuild import TableRebuildMixin
+from airflow_bulkload.knobs import check_memory_setting
 from airflow_bulkload.table_state import (
     STATUS_DONE,
     STATUS_PREPARED,
@@ -294,6 +295,8 @@ class TableStateHook(TableRebuildMixin, BulkLoadHook):
         analyze: bool,
         verb: str,
     ) -> dict[str, Any]:
+        # before anything is read or built: the server would refuse it only at the first build
+        check_memory_setting(maintenance_work_mem, "maintenance_work_mem")
         dialect = self.dialect
         with self._session() as conn:
             ref = self._ref(conn, table)

@@ -387,11 +387,13 @@ class FinalizeTableOperator(_ModeTableOperator):
     def validate(self) -> None:
         """Refuse a ``parallelism`` other than ``"auto"`` or a positive integer (``ValueError``).
 
-        Also a ``maintenance_work_mem`` that is not a memory setting, and a replace/upsert without
-        its manifest. Run by ``execute`` with the templated fields rendered.
+        Also a ``maintenance_work_mem`` that is not a memory setting, an ``analyze`` that is not a
+        bool, and a replace/upsert without its manifest. Run by ``execute`` with the templated fields rendered.
         """
         parse_parallelism(self.parallelism, 1, 1)
         check_memory_setting(self.maintenance_work_mem, "maintenance_work_mem")
+        if not isinstance(self.analyze, bool):
+            raise ValueError(f"analyze must be True or False, got {self.analyze!r}")
         self._check_mode_input(self.manifest)
 
     def execute(self, context: Context) -> dict[str, Any]:
