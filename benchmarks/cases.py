@@ -320,6 +320,15 @@ with DAG(dag_id={dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1,
     )
 """
 
+#: the bulk_load_table arguments the pipeline cases set themselves (``--chunk-size`` gives
+#: chunk_size; the pipeline_staged case sets direct)
+PIPELINE_OWN_ARGUMENTS = frozenset(
+    {
+        *("table", "conn_id", "source", "staging", "file_format", "parallelism", "vcpus"),
+        *("fail_on", "bulk_mode", "chunk_size", "direct"),
+    }
+)
+
 #: pipeline tasks that the load report does not time (teardowns), taken from the metadata DB
 TEARDOWN_TASKS = ("restore_table", "exit_bulk_mode")
 

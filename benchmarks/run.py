@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import inspect
+import keyword
 import logging
 import os
 import shutil
@@ -56,7 +58,14 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from benchmarks.cases import CASES, PEER_CASES, Bench, CaseUnavailable, Services
+from benchmarks.cases import (
+    CASES,
+    PEER_CASES,
+    PIPELINE_OWN_ARGUMENTS,
+    Bench,
+    CaseUnavailable,
+    Services,
+)
 from benchmarks.datasets import DATASETS
 from benchmarks.engines import DEFAULT_BUFFER_POOL, ENGINES, duckdb_checksum, mysql_buffer_pool
 from benchmarks.memory import ChildPeakRss
@@ -144,20 +153,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--work", type=Path, default=None, help="scratch dir (default: temp)")
     args = parser.parse_args(argv)
+    names = [name for name, _ in args.pipeline_args]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        parser.error(f"--pipeline-arg gives {', '.join(repeated)} more than once")
     if args.airflow_parallelism < 2:
         parser.error("--airflow-parallelism must be at least 2 (loads run side by side)")
     return args
 
 
 def parse_pipeline_arg(text: str) -> tuple[str, Any]:
-    """``NAME=VALUE`` -> ``(NAME, VALUE)``, VALUE read as a Python literal."""
+    """``NAME=VALUE`` -> ``(NAME, VALUE)``, VALUE read as a Python literal.
+
+    NAME must be a ``bulk_load_table`` argument the bench does not set itself, and VALUE one whose
+    ``repr`` reads back the same (it is written into the DAG file).
+    """
+    from airflow_bulkload.pipeline import bulk_load_table
+
     name, sep, value = text.partition("=")
-    if not sep or not name.isidentifier():
+    if not sep or not name.isidentifier() or keyword.iskeyword(name):
         raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
     try:
-        return name, ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        raise argparse.ArgumentTypeError(f"{name}: {value!r} is not a Python literal") from None
+        parsed = ast.literal_eval(value)
+        if ast.literal_eval(repr(parsed)) != parsed:
+            raise ValueError("does not read back")
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise argparse.ArgumentTypeError(
+            f"{name}: {value[:80]!r} is not a Python literal (that reads back as written)"
+        ) from None
+    if name not in inspect.signature(bulk_load_table).parameters:
+        raise argparse.ArgumentTypeError(f"{name}: not an argument of bulk_load_table")
+    if name in PIPELINE_OWN_ARGUMENTS:
+        raise argparse.ArgumentTypeError(
+            f"{name}: the bench sets it itself (--chunk-size, --parallel, --bulk-mode, the cases)"
+        )
+    return name, parsed
 
 
 def select_cases(spec: str, engine: str) -> list[str]:

@@ -320,14 +320,11 @@ def scaling_chart(
     ax.set_ylabel("rows/s (DAG run wall time)", color="#4c72b0")
     ax.set_ylim(bottom=0)
     rss = ax.twinx()
-    rss.plot(
-        [p.rows for p in shown],
-        [_task_max(p.details.get("tasks") or {}, "peak_rss_mb") or 0.0 for p in shown],
-        "s--",
-        color="#dd8452",
-    )
+    peaks = [_task_max(p.details.get("tasks") or {}, "peak_rss_mb") or 0.0 for p in shown]
+    rss.plot([p.rows for p in shown], peaks, "s--", color="#dd8452")
     rss.set_ylabel("largest task's peak RSS, MB", color="#dd8452")
-    rss.set_ylim(bottom=0)
+    # headroom above the highest peak, so a flat line does not hide in the frame
+    rss.set_ylim(bottom=0, top=max(peaks, default=0.0) * 1.5 or None)
     ax.set_title(title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
