@@ -189,7 +189,9 @@ def bulk_load_table(
         whole (default); ``False`` declares they never do and lets large objects load in ranges.
     :param stage_kwargs: more operator arguments for the ``stage`` task, e.g. ``{"queue":
         "staging", "executor_config": {...}}`` to route it to workers with the disk (see
-        docs/scaling.md); they win over the pipeline's own, except the task's identity.
+        docs/scaling.md); they win over the pipeline's own, except the task's identity and what
+        ties it to this load (``load_id``, ``mode``, ``upsert_keys``, ``manifest``,
+        ``trigger_rule``).
     :param load_kwargs: the same for the mapped ``load`` tasks, e.g. ``{"pool": "db1"}``.
     :param finalize_kwargs: the same for ``finalize_table``, e.g. ``{"maintenance_work_mem":
         "256MB"}`` (per index build; see docs/performance.md) or ``{"parallelism": 1}`` to
