@@ -52,14 +52,16 @@ def parse_optional_int(value: int | str | None, name: str) -> int | None:
         raise ValueError(f"{name} must be an integer, got {value!r}") from None
 
 
-def parse_parallelism(value: int | str, builds: int, default: int) -> int:
+def parse_parallelism(
+    value: int | str, builds: int, default: int, *, name: str = "parallelism"
+) -> int:
     """``"auto"`` -> ``min(builds, default)``; else a positive int (capped at ``builds``)."""
     if isinstance(value, str) and value.strip().lower() == AUTO:
         wanted = default
     else:
-        parsed = parse_optional_int(value, "parallelism")
+        parsed = parse_optional_int(value, name)
         if parsed is None or parsed < 1:
-            raise ValueError(f"parallelism must be 'auto' or a positive integer, got {value!r}")
+            raise ValueError(f"{name} must be 'auto' or a positive integer, got {value!r}")
         wanted = parsed
     return max(1, min(wanted, max(builds, 1)))
 
@@ -77,7 +79,7 @@ def check_memory_setting(value: Any, name: str) -> str:
 
     The server would refuse a bad one too, but only at the statement that sets it: after the
     load. What passes is read by the server as written: decimal ASCII digits, one unit (B, kB,
-    MB, GB, TB, case as written; none: kB), between 1 MB and 2 TB.
+    MB, GB, TB, case as written; none: kB), from 1 MB up to (not including) 2 TB.
     """
     found = (
         _MEMORY_SETTING.fullmatch(value.strip(" \t\n\r\f\v")) if isinstance(value, str) else None
@@ -85,7 +87,7 @@ def check_memory_setting(value: Any, name: str) -> str:
     low, high = MAINTENANCE_WORK_MEM_KB
     if found is None or not low <= int(found[1]) * _KB_PER_UNIT[found[2] or "kB"] <= high:
         raise ValueError(
-            f"{name} must be a PostgreSQL memory setting from 1MB to 2TB such as '256MB' or "
+            f"{name} must be a PostgreSQL memory setting from 1MB to under 2TB such as '256MB' or "
             f"'1GB' (a whole number without leading zeros; units B, kB, MB, GB, TB, case as "
             f"written), got {value!r}"
         )

@@ -10,8 +10,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from airflow.sdk import Context, Param
-from airflow.sdk.definitions.xcom_arg import XComArg
+from airflow.sdk import Context, Param, XComArg
 
 from airflow_bulkload.bulk_mode.policy import check_reboot_policy
 from airflow_bulkload.hooks.bulk_load import LOAD_METHODS
@@ -54,15 +53,21 @@ def _check_flag(value: Any, name: str) -> None:
 
 
 def check_finalize_extra(extra: dict[str, Any] | None) -> None:
-    """Refuse now the literal ``finalize_kwargs`` that finalize would refuse after the load."""
-    checks: dict[str, Callable[[Any, str], Any]] = {
+    """Refuse now the ``finalize_kwargs`` that finalize would refuse after the load.
+
+    A templated field's template or XCom is left for finalize to check once rendered; ``analyze``
+    is not templated, so it must be a bool now.
+    """
+    templated: dict[str, Callable[[Any, str], Any]] = {
         "maintenance_work_mem": check_memory_setting,
-        "parallelism": lambda value, _name: parse_parallelism(value, 1, 1),
-        "analyze": _check_flag,
+        "parallelism": lambda value, name: parse_parallelism(value, 1, 1, name=name),
     }
     for key, value in (extra or {}).items():
-        if key in checks and not renders_later(value):
-            checks[key](value, f"finalize_kwargs {key}")
+        name = f"finalize_kwargs {key}"
+        if key == "analyze":
+            _check_flag(value, name)
+        elif key in templated and not renders_later(value):
+            templated[key](value, name)
 
 
 #: how the UI names a mapped load task: its chunk's object (and bytes, for a range)

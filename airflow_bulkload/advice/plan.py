@@ -13,9 +13,10 @@ DEFAULT_CHUNK_SIZE = 256 * MB
 #: parallelism when the vCPU count is unknown (self-managed server, no ``vcpus`` given)
 DEFAULT_PARALLELISM = 2
 #: ``maintenance_work_mem`` of each index-build session (finalize, restore). Measured on 2 cores
-#: with three builds at once (docs/performance.md): 64 MB built the indexes of 10 M rows in 26.0 s
-#: against 34.1 s at 1 GB, and of 50 M rows in 126.8 s against 162.9 s; PostgreSQL's external
-#: sort in small runs beats one in-memory sort of the whole index.
+#: with three builds at once (docs/performance.md): in one run of the index profile, 64 MB built
+#: the indexes of 10 M rows in 7.9-9.0 s against 11.0-11.6 s at 1 GB; in pipeline runs of one
+#: morning, finalize took 26.0 s against 34.1 s (10 M rows) and 126.8 s against 162.9 s (50 M).
+#: PostgreSQL's external sort in small runs beats one in-memory sort of the whole index here.
 INDEX_BUILD_MEMORY = "64MB"
 #: tables smaller than this count as empty: rebuilding their indexes costs next to nothing
 SMALL_TABLE_BYTES = 16 * MB

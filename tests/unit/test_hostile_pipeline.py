@@ -123,3 +123,22 @@ def test_finalize_kwargs_may_not_unhook_finalize_from_its_load(extra: dict[str, 
     """Fails now: only task_id/table/conn_id/source/staging/chunk/pre_/post_execute are reserved."""
     with pytest.raises(ValueError, match="finalize_kwargs may not set"):
         pipeline(finalize_kwargs=extra)
+
+
+@pytest.mark.parametrize("analyze", ["{{ params.analyze }}", "false", 0, None])
+def test_analyze_is_not_templated_so_anything_but_a_bool_is_refused_when_built(
+    analyze: Any,
+) -> None:
+    """Found by review: ``analyze`` is not a templated field, so a template (or any text) is never
+    rendered; it passed the build-time check as "renders later", then finalize's validate refused
+    it after the load."""
+    assert finalize_refuses_at_run_time(analyze=analyze)
+    with pytest.raises(ValueError, match="finalize_kwargs analyze must be True or False"):
+        pipeline(finalize_kwargs={"analyze": analyze})
+    dag = pipeline(finalize_kwargs={"analyze": False})
+    assert dag.get_task(FINALIZE).analyze is False  # type: ignore[attr-defined]
+
+
+def test_a_refused_parallelism_names_where_it_came_from() -> None:
+    with pytest.raises(ValueError, match="finalize_kwargs parallelism must be"):
+        pipeline(finalize_kwargs={"parallelism": "junk"})

@@ -34,6 +34,9 @@ from airflow_bulkload.dialects.mysql.session import (
 from airflow_bulkload.exceptions import BulkLoadError, InvalidIdentifierError
 from airflow_bulkload.table_state import snapshot_from_info
 
+#: the server's "unknown column" (1054) and "unknown table" (1109) errors
+_ER_UNKNOWN_COLUMN_OR_TABLE = (1054, 1109)
+
 
 def _table_rows(
     cur: Any,
@@ -249,10 +252,14 @@ class MySqlCatalog(MySqlSession):
     def _check_constraints(self, cur: Any, table: TableRef) -> list[ConstraintInfo]:
         """Table CHECK constraints (MySQL 8.0.16+, MariaDB 10.2+).
 
-        MariaDB also lists column checks, which live in the column definition and are skipped here.
+        MariaDB also lists column checks, which live in the column definition and are skipped here
+        where the server says which is which (``LEVEL``, MariaDB 10.5.10+; before it they are
+        listed with the table's).
         """
         # MariaDB names a check per table and lists column checks too (LEVEL 'Column'); MySQL 8
         # names checks per schema and has neither column: the first query the server takes wins
+        import MySQLdb
+
         for same_table in (
             "AND cc.TABLE_NAME = tc.TABLE_NAME AND cc.LEVEL = 'Table' ",
             "AND cc.TABLE_NAME = tc.TABLE_NAME ",
@@ -272,8 +279,11 @@ class MySqlCatalog(MySqlSession):
                     name_column="tc.TABLE_NAME",
                 )
                 break
-            except Exception:  # a server without these columns, or without CHECK_CONSTRAINTS
-                continue
+            except MySQLdb.Error as exc:
+                # only a server without these columns (or without CHECK_CONSTRAINTS) tries the
+                # next query; a lost session or a missing privilege is an error to see
+                if not (exc.args and exc.args[0] in _ER_UNKNOWN_COLUMN_OR_TABLE):
+                    raise
         else:
             return []
         qt = quote_table(table)
