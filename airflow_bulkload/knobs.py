@@ -66,9 +66,18 @@ def parse_parallelism(
     return max(1, min(wanted, max(builds, 1)))
 
 
+def check_bool(value: Any, name: str) -> bool:
+    """Return ``value`` when it is ``True`` or ``False``; refuse anything else (an untemplated bool)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+#: white space as the server reads it around and inside a setting (ASCII only)
+_ASCII_SPACE = " \t\n\r\f\v"
 #: a PostgreSQL memory setting as the server reads it: ASCII digits (no leading zero, which the
 #: server would read as octal), optional white space, one unit (none: kB)
-_MEMORY_SETTING = re.compile(r"([1-9][0-9]{0,18})[ \t\n\r\f\v]*(B|kB|MB|GB|TB)?", re.ASCII)
+_MEMORY_SETTING = re.compile(rf"([1-9][0-9]{{0,18}})[{_ASCII_SPACE}]*(B|kB|MB|GB|TB)?", re.ASCII)
 _KB_PER_UNIT = {"B": 1 / 1024, "kB": 1, "MB": 1024, "GB": 1024**2, "TB": 1024**3}
 #: the server's bounds of ``maintenance_work_mem``, in kB
 MAINTENANCE_WORK_MEM_KB = (1024, 2_147_483_647)
@@ -81,9 +90,7 @@ def check_memory_setting(value: Any, name: str) -> str:
     load. What passes is read by the server as written: decimal ASCII digits, one unit (B, kB,
     MB, GB, TB, case as written; none: kB), from 1 MB up to (not including) 2 TB.
     """
-    found = (
-        _MEMORY_SETTING.fullmatch(value.strip(" \t\n\r\f\v")) if isinstance(value, str) else None
-    )
+    found = _MEMORY_SETTING.fullmatch(value.strip(_ASCII_SPACE)) if isinstance(value, str) else None
     low, high = MAINTENANCE_WORK_MEM_KB
     if found is None or not low <= int(found[1]) * _KB_PER_UNIT[found[2] or "kB"] <= high:
         raise ValueError(

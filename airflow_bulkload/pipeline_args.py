@@ -14,7 +14,7 @@ from airflow.sdk import Context, Param, XComArg
 
 from airflow_bulkload.bulk_mode.policy import check_reboot_policy
 from airflow_bulkload.hooks.bulk_load import LOAD_METHODS
-from airflow_bulkload.knobs import check_memory_setting, parse_parallelism
+from airflow_bulkload.knobs import check_bool, check_memory_setting, parse_parallelism
 from airflow_bulkload.modes import MODES, parse_mode, parse_mode_arguments
 
 AUTO = "auto"
@@ -47,11 +47,6 @@ def renders_later(value: Any) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
-def _check_flag(value: Any, name: str) -> None:
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be True or False, got {value!r}")
-
-
 def check_finalize_extra(extra: dict[str, Any] | None) -> None:
     """Refuse now the ``finalize_kwargs`` that finalize would refuse after the load.
 
@@ -65,7 +60,7 @@ def check_finalize_extra(extra: dict[str, Any] | None) -> None:
     for key, value in (extra or {}).items():
         name = f"finalize_kwargs {key}"
         if key == "analyze":
-            _check_flag(value, name)
+            check_bool(value, name)
         elif key in templated and not renders_later(value):
             templated[key](value, name)
 

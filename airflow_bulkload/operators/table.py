@@ -32,6 +32,7 @@ from airflow_bulkload.exceptions import BulkLoadError, TableClaimedError
 from airflow_bulkload.hooks.load_modes import LoadModesHook
 from airflow_bulkload.hooks.table_state import TableStateHook
 from airflow_bulkload.knobs import (
+    check_bool,
     check_memory_setting,
     default_load_id,
     parse_flag,
@@ -388,12 +389,12 @@ class FinalizeTableOperator(_ModeTableOperator):
         """Refuse a ``parallelism`` other than ``"auto"`` or a positive integer (``ValueError``).
 
         Also a ``maintenance_work_mem`` that is not a memory setting, an ``analyze`` that is not a
-        bool, and a replace/upsert without its manifest. Run by ``execute`` with the templated fields rendered.
+        bool, and a replace/upsert without its manifest. Run by ``execute`` with the templated
+        fields rendered.
         """
         parse_parallelism(self.parallelism, 1, 1)
         check_memory_setting(self.maintenance_work_mem, "maintenance_work_mem")
-        if not isinstance(self.analyze, bool):
-            raise ValueError(f"analyze must be True or False, got {self.analyze!r}")
+        check_bool(self.analyze, "analyze")
         self._check_mode_input(self.manifest)
 
     def execute(self, context: Context) -> dict[str, Any]:
