@@ -27,44 +27,35 @@ from typing import Any
 
 from airflow.sdk import Asset, TaskGroup, conf
 from airflow.sdk.definitions.taskgroup import TaskGroup as _TaskGroup
-from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.modes import APPEND
 from airflow_bulkload.operators import (
     CheckpointOperator,
     ClaimTableOperator,
-    CollectStagingOperator,
     EnterBulkModeOperator,
     ExitBulkModeOperator,
     FinalizeTableOperator,
     LoadChunkOperator,
     LoadReportOperator,
-    PlanStagingOperator,
     PreflightCheckOperator,
     PrepareTableOperator,
     RestoreTableOperator,
-    StageGroupOperator,
-    StageToS3Operator,
-    WaitForInputSensor,
     WithdrawSupersededChunksOperator,
 )
 from airflow_bulkload.operators.bulk_mode import RenewBulkModeLease
 from airflow_bulkload.operators.report import record_end, record_start
-from airflow_bulkload.operators.stage import MANIFEST_URI_XCOM_KEY
 from airflow_bulkload.pipeline_args import (
     AUTO,
     CHUNK_MAP_INDEX,
-    GROUP_MAP_INDEX,
-    accepted_by,
     check_finalize_extra,
     check_pipeline_arguments,
-    check_waitable,
     mode_param,
     reload_param,
     then,
     with_extra,
 )
+from airflow_bulkload.pipeline_staging import add_staging
 from airflow_bulkload.task_docs import TASK_DOCS, describe_tasks
 
 __all__ = ["bulk_load_table", "default_group_id", "mode_param", "reload_param"]
@@ -260,53 +251,19 @@ def bulk_load_table(
             stage_kwargs,
             "stage_kwargs",
         )
-        staging_tasks: dict[str, Any] = {}
-        if stage_group_size is None:
-            stage = StageToS3Operator(
-                task_id="stage", source=source, staging=staging, table=table, **stage_arguments
-            )
-            chunks, manifest_uri = stage.output, PlainXComArg(stage, key=MANIFEST_URI_XCOM_KEY)
-        else:
-            stage = PlanStagingOperator(
-                task_id="stage",
-                source=source,
-                staging=staging,
-                table=table,
-                group_size=stage_group_size,
-                **stage_arguments,
-            )
-            # an input larger than a group is staged by one mapped task per group, then collected
-            stage_groups = StageGroupOperator.partial(
-                task_id="stage_group",
-                **with_extra(
-                    {
-                        "aws_conn_id": aws_conn_id,
-                        "map_index_template": GROUP_MAP_INDEX,
-                        "doc_md": TASK_DOCS["stage_group"],
-                        # a group is staged again from scratch: a lost worker costs one retry
-                        "retries": load_retries,
-                        "retry_delay": load_retry_delay,
-                        **timing,
-                    },
-                    accepted_by(StageGroupOperator, stage_kwargs),
-                    "stage_kwargs",
-                ),
-            ).expand(group=stage.output)
-            collect = CollectStagingOperator(
-                task_id="collect_staging",
-                groups=stage.output,  # type: ignore[arg-type]  # an XComArg, resolved at run time
-                manifest=stage.output_manifest_uri,  # type: ignore[arg-type]
-                aws_conn_id=aws_conn_id,
-                # no groups (a small input, staged by the plan task) skips stage_group, not this
-                trigger_rule="none_failed",
-                **timing,
-            )
-            stage_groups >> collect
-            chunks, manifest_uri = collect.output, PlainXComArg(collect, key=MANIFEST_URI_XCOM_KEY)
-            staging_tasks = {
-                "stage_group": stage_groups.task_id,
-                "collect_staging": collect.task_id,
-            }
+        stage, chunks, manifest_uri, staging_tasks = add_staging(
+            source=source,
+            staging=staging,
+            table=table,
+            aws_conn_id=aws_conn_id,
+            stage_arguments=stage_arguments,
+            stage_kwargs=stage_kwargs,
+            stage_group_size=stage_group_size,
+            wait_for_input=wait_for_input,
+            retries=load_retries,
+            retry_delay=load_retry_delay,
+            timing=timing,
+        )
         # what every task after staging is given: the table, its connections, the manifest
         staged: dict[str, Any] = {
             "table": table,
@@ -330,17 +287,6 @@ def bulk_load_table(
             **moded,
             **timing,
         )
-        if wait_for_input is not None:
-            check_waitable(source)
-            wait = WaitForInputSensor(
-                task_id="wait_for_input",
-                source=source,
-                aws_conn_id=aws_conn_id,
-                timeout=wait_for_input.total_seconds(),
-                poke_interval=min(60.0, max(5.0, wait_for_input.total_seconds() / 10)),
-                mode="reschedule",
-            )
-            wait >> stage
         if dry_run:  # each chunk through the engine's parser into a scratch copy; nothing kept
             trial = LoadChunkOperator.partial(
                 task_id="load",
