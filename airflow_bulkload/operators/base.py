@@ -1,4 +1,4 @@
-"""The base of the operators that work on one target table: the table and its two connections."""
+"""Bases of the operators: one target table and its two connections; a staging worker's limits."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+from airflow_bulkload.staging.options import Resources
 
 
 class TableTaskOperator(BaseOperator):
@@ -32,3 +33,38 @@ class TableTaskOperator(BaseOperator):
 
     def bulk_load_hook(self) -> BulkLoadHook:
         return BulkLoadHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
+
+
+class StagingWorkerOperator(BaseOperator):
+    """An operator that stages input on its worker, within a temp directory and DuckDB's limits.
+
+    :param temp_dir: local working directory (default: the system temp dir).
+    :param duckdb_memory_limit: DuckDB's memory limit; it spills to ``temp_dir`` beyond it.
+    :param duckdb_threads: DuckDB threads (default: all cores).
+    :param check_temp_space: fail early when ``temp_dir`` lacks the estimated space.
+    """
+
+    def __init__(
+        self,
+        *,
+        temp_dir: str | None = None,
+        duckdb_memory_limit: str = "1GB",
+        duckdb_threads: int | None = None,
+        check_temp_space: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.temp_dir = temp_dir
+        self.duckdb_memory_limit = duckdb_memory_limit
+        self.duckdb_threads = duckdb_threads
+        self.check_temp_space = check_temp_space
+
+    def staging_resources(self, **more: Any) -> Resources:
+        """What the staging run may use on this worker; ``more`` sets the other limits."""
+        return Resources(
+            temp_dir=self.temp_dir,
+            memory_limit=self.duckdb_memory_limit,
+            threads=self.duckdb_threads,
+            check_temp_space=self.check_temp_space,
+            **more,
+        )

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 
 from airflow_bulkload.catalog import loadable_column_types, probe_key_of
 from airflow_bulkload.knobs import parse_flag, parse_optional_int
+from airflow_bulkload.operators.base import StagingWorkerOperator
 from airflow_bulkload.operators.validation import validate_or_fail
 from airflow_bulkload.s3io import check_upload_args
 from airflow_bulkload.staging.manifest import FileFormat
@@ -19,7 +20,7 @@ from airflow_bulkload.staging.planning import (
     resolve_sort_types,
     run_segment,
 )
-from airflow_bulkload.staging.stager import Resources, StageResult, StagingOptions
+from airflow_bulkload.staging.stager import StageResult, StagingOptions
 from airflow_bulkload.staging.stager import stage as stage_input
 
 MANIFEST_URI_XCOM_KEY = "manifest_uri"
@@ -47,7 +48,7 @@ def work_owner(context: Context) -> str:
     )
 
 
-class StageToS3Operator(BaseOperator):
+class StageToS3Operator(StagingWorkerOperator):
     r"""Turn input files into load-ready S3 chunks and a ``manifest.json``.
 
     Reads CSV/TSV input (plain or gzip, with or without header) from local paths/globs on the
@@ -169,10 +170,6 @@ class StageToS3Operator(BaseOperator):
         compression: str | None = None,
         compress_level: int = 1,
         grow_chunk_size: bool = False,
-        temp_dir: str | None = None,
-        duckdb_memory_limit: str = "1GB",
-        duckdb_threads: int | None = None,
-        check_temp_space: bool = True,
         direct: bool | str = "auto",
         quoted_newlines: bool = True,
         staging_extra_args: dict[str, Any] | None = None,
@@ -196,10 +193,6 @@ class StageToS3Operator(BaseOperator):
         self.compression = compression
         self.compress_level = compress_level
         self.grow_chunk_size = grow_chunk_size
-        self.temp_dir = temp_dir
-        self.duckdb_memory_limit = duckdb_memory_limit
-        self.duckdb_threads = duckdb_threads
-        self.check_temp_space = check_temp_space
         self.direct = direct
         self.quoted_newlines = quoted_newlines
         self.staging_extra_args = staging_extra_args
@@ -331,11 +324,7 @@ class StageToS3Operator(BaseOperator):
             max_errors=self._max_errors(),
             reject_uri=self.reject_uri or None,
         )
-        resources = Resources(
-            temp_dir=self.temp_dir,
-            memory_limit=self.duckdb_memory_limit,
-            threads=self.duckdb_threads,
-            check_temp_space=self.check_temp_space,
+        resources = self.staging_resources(
             max_map_length=_max_map_length(),
             grow_chunk_size=self.grow_chunk_size,
         )

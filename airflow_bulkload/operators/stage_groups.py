@@ -23,6 +23,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context, XComArg
 from airflow.sdk.definitions.xcom_arg import PlainXComArg
 
+from airflow_bulkload.operators.base import StagingWorkerOperator
 from airflow_bulkload.operators.stage import (
     MANIFEST_URI_XCOM_KEY,
     StageToS3Operator,
@@ -32,7 +33,6 @@ from airflow_bulkload.operators.stage import (
 from airflow_bulkload.staging.groups import collect_groups, stage_group
 from airflow_bulkload.staging.manifest import read_manifest
 from airflow_bulkload.staging.planning import parse_size
-from airflow_bulkload.staging.stager import Resources
 
 DEFAULT_GROUP_SIZE = "4GB"
 
@@ -83,7 +83,7 @@ class PlanStagingOperator(StageToS3Operator):
         return [group.to_dict() for group in self.stage(context, group_bytes).groups]
 
 
-class StageGroupOperator(BaseOperator):
+class StageGroupOperator(StagingWorkerOperator):
     """Stage one group of input files (mapped over :class:`PlanStagingOperator`'s output).
 
     Writes the group's chunks and its own ``manifest.json`` under the group's prefix; a re-run
@@ -106,31 +106,17 @@ class StageGroupOperator(BaseOperator):
         *,
         group: dict[str, Any],
         aws_conn_id: str | None = "aws_default",
-        temp_dir: str | None = None,
-        duckdb_memory_limit: str = "1GB",
-        duckdb_threads: int | None = None,
-        check_temp_space: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.group = group
         self.aws_conn_id = aws_conn_id
-        self.temp_dir = temp_dir
-        self.duckdb_memory_limit = duckdb_memory_limit
-        self.duckdb_threads = duckdb_threads
-        self.check_temp_space = check_temp_space
 
     def execute(self, context: Context) -> dict[str, Any]:
-        resources = Resources(
-            temp_dir=self.temp_dir,
-            memory_limit=self.duckdb_memory_limit,
-            threads=self.duckdb_threads,
-            check_temp_space=self.check_temp_space,
-        )
         manifest = stage_group(
             self.group,
             s3=_s3(self.aws_conn_id),
-            resources=resources,
+            resources=self.staging_resources(),
             work_owner=work_owner(context),
         )
         return {
