@@ -44,6 +44,7 @@ from airflow_bulkload.s3io import (
 from airflow_bulkload.staging.copy_safety import CopySafety
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES, InputFormatError, check_header
+from airflow_bulkload.staging.options import StagingOptions
 from airflow_bulkload.staging.planning import GZIP_EXPANSION_ESTIMATE, SourceFile
 
 #: bytes read at the start of each object (format and header) and around each cut point
@@ -127,23 +128,20 @@ def _cut_points(s3: Any, source: SourceFile, chunk_size: int) -> list[int]:
 def plan_direct(
     sources: Sequence[SourceFile],
     s3: Any,
-    fmt: FileFormat,
+    options: StagingOptions,
     *,
     ledger_prefix: str,
     manifest_uri: str,
-    chunk_size: int,
-    columns: Sequence[str] | None,
-    table_columns: Sequence[str] | None,
-    key_columns: Sequence[str],
-    quoted_newlines: bool,
 ) -> tuple[list[ChunkSpec], list[str] | None]:
     """Chunk specs that point at the input objects, and the input's columns (first file's).
 
     ``ledger_prefix`` is the staging prefix's key: each chunk's ledger key is
     ``<ledger_prefix>direct-NNNNN``, beside the manifest at ``manifest_uri``. With a header, each object is mapped
     by its own header (files naming other columns are refused, as staging does); without one,
-    ``columns`` (else the table's columns) name the fields in file order.
+    ``options.columns`` (else the table's columns) name the fields in file order.
     """
+    fmt, chunk_size, columns = options.file_format, options.chunk_size, options.columns
+    table_columns, key_columns = options.table_columns, options.probe_key
     chunks: list[ChunkSpec] = []
     first: tuple[str, list[str]] | None = None
     for source in sources:
@@ -176,7 +174,7 @@ def plan_direct(
                 )
         elif first is None:
             first = (source.location, names or [])
-        whole = gzipped or quoted_newlines or source.size <= chunk_size + chunk_size // 2
+        whole = gzipped or options.quoted_newlines or source.size <= chunk_size + chunk_size // 2
         cuts = [] if whole else _cut_points(s3, source, chunk_size)
         bounds = list(zip([0, *cuts], [*cuts, source.size], strict=True))
         for start, end in bounds:

@@ -421,16 +421,7 @@ def _plan_direct(
     started = time.monotonic()
     manifest_uri = prefix + MANIFEST_NAME
     chunks, columns = plan_direct(
-        sources,
-        s3,
-        options.file_format,
-        ledger_prefix=parse_s3_uri(prefix)[1],
-        manifest_uri=manifest_uri,
-        chunk_size=options.chunk_size,
-        columns=options.columns,
-        table_columns=options.table_columns,
-        key_columns=options.probe_key,
-        quoted_newlines=options.quoted_newlines,
+        sources, s3, options, ledger_prefix=parse_s3_uri(prefix)[1], manifest_uri=manifest_uri
     )
     if len(chunks) > resources.max_map_length:
         raise DirectRefusedError(
