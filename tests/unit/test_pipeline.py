@@ -112,6 +112,23 @@ def test_per_stage_arguments_route_the_staging_and_load_tasks() -> None:
         pipeline(load_kwargs={"task_id": "other"})
 
 
+def test_a_staging_workers_limits_reach_the_plan_task_and_every_stage_group_task() -> None:
+    limits = {"temp_dir": "/mnt/scratch", "duckdb_memory_limit": "3GB", "duckdb_threads": 1}
+    dag = pipeline(stage_group_size="4GB", stage_kwargs={**limits, "check_temp_space": False})
+    stage = dag.get_task("load_public_t.stage")
+    groups = dag.get_task("load_public_t.stage_group")
+    for name, value in {**limits, "check_temp_space": False}.items():
+        assert getattr(stage, name) == value
+        assert groups.partial_kwargs[name] == value  # type: ignore[attr-defined]
+    resources = stage.staging_resources()  # type: ignore[attr-defined]
+    assert (resources.temp_dir, resources.memory_limit, resources.threads) == (
+        "/mnt/scratch",
+        "3GB",
+        1,
+    )
+    assert resources.check_temp_space is False
+
+
 def test_finalize_arguments_reach_the_index_rebuild_and_may_override_the_plan() -> None:
     dag = pipeline(finalize_kwargs={"maintenance_work_mem": "256MB", "parallelism": 1})
     finalize = dag.get_task("load_public_t.finalize_table")
