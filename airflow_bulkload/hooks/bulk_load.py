@@ -319,7 +319,8 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
         staged = f"line {error.line}" if error.line is not None else f"key {key}"
         return ChunkLoadError(
             found.source,
-            f"{error.reason} [staged as {spec.uri}, {staged}]",
+            # a direct chunk is the input object: its loader's line count omits the header
+            error.reason if spec.is_direct else f"{error.reason} [staged as {spec.uri}, {staged}]",
             line=found.line,
             column=error.column,
             expected=error.expected,

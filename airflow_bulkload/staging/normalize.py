@@ -16,7 +16,7 @@ from typing import Any
 from airflow_bulkload.exceptions import BulkLoadError, InvalidFileFormatError
 from airflow_bulkload.staging import rejects, typed_formats
 from airflow_bulkload.staging.manifest import FileFormat
-from airflow_bulkload.staging.origin import header_of
+from airflow_bulkload.staging.origin import empty_header_line, first_line_is_empty, header_of
 from airflow_bulkload.staging.planning import STAGED_FORMAT
 
 #: DuckDB's CSV reader refuses longer records (its default is 2 MB). Its read buffer must hold a
@@ -206,6 +206,8 @@ def normalize(
                 )
             detected, source = _typed_source(con, paths, fmt, columns, table_types or {}, names)
         else:
+            if fmt.header:
+                _refuse_empty_header_lines(paths, fmt, names)
             if max_errors and fmt.header:
                 try:
                     for path in paths:
@@ -357,6 +359,15 @@ def _file_header(
     except duckdb.Error as exc:
         raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
     return [str(row[0]) for row in described]
+
+
+def _refuse_empty_header_lines(
+    paths: Sequence[Path], fmt: FileFormat, names: Mapping[str, str]
+) -> None:
+    for path in paths:
+        with path.open("rb") as raw:
+            if first_line_is_empty(raw, fmt):
+                raise InputFormatError(empty_header_line(names.get(str(path), str(path))))
 
 
 def _refuse_repeated_names(path: Path, fmt: FileFormat, names: Mapping[str, str]) -> None:

@@ -59,6 +59,20 @@ def header_of(raw: BinaryIO, fmt: FileFormat) -> list[str]:
         return [name.lstrip("\ufeff") for name in next(_reader(text, fmt), [])]
 
 
+def empty_header_line(where: str) -> str:
+    """The error for a header input whose first line is empty: its header would load as a row."""
+    return (
+        f"{where}, line 1: the line is empty where the header is expected (header=True), so "
+        "the header would load as a row. Remove the empty line(s) before the header"
+    )
+
+
+def first_line_is_empty(raw: BinaryIO, fmt: FileFormat) -> bool:
+    """Whether a file's first line is empty (a BOM aside); an empty file's is not."""
+    with _text(raw, codecs.lookup(fmt.python_encoding).name) as text:
+        return text.readline().lstrip("\ufeff") in ("\n", "\r\n")
+
+
 def read_record(
     raw: BinaryIO, fmt: FileFormat, number: int, *, counts_lines: bool
 ) -> list[str] | None:
@@ -132,13 +146,13 @@ def find_record(
     for source in sources:
         with open_source(source) as raw, _text(raw, encoding) as text:
             reader = _reader(text, source_format)
-            positions = list(range(len(columns)))
+            positions = list(range(len(record)))  # headerless: the staged order is the file's
             if source_format.header:
                 header = next(reader, None)
                 if header is None:
                     continue
                 where = {name.lstrip("\ufeff"): i for i, name in enumerate(header)}
-                if set(columns) <= set(where):
+                if columns and set(columns) <= set(where):
                     positions = [where[name] for name in columns]
             start = reader.line_num + 1  # type: ignore[attr-defined]
             for count, fields in enumerate(reader):
