@@ -365,6 +365,9 @@ class EngineTraits:
     server_side_methods: tuple[str, ...] = ()
     #: column names match in any case (a header ``NAME`` loads into column ``name``)
     case_insensitive_columns: bool = False
+    #: the measured optimum of load sessions per vCPU; ``None``: vCPUs - 1 (RDS PostgreSQL's
+    #: guideline)
+    load_sessions_per_vcpu: float | None = None
 
     @classmethod
     def of(cls, engine: str) -> EngineTraits:
@@ -398,6 +401,7 @@ MYSQL_TRAITS = EngineTraits(
     client_load_uses_local_infile=True,
     server_side_methods=("aurora_s3",),
     case_insensitive_columns=True,
+    load_sessions_per_vcpu=10 / 16,  # 10 threads on 16 vCPUs measured best
 )
 ENGINE_TRAITS = {traits.engine: traits for traits in (POSTGRES_TRAITS, MYSQL_TRAITS)}
 

@@ -8,6 +8,7 @@ from airflow_bulkload.advice.anti_patterns import check_no_anti_patterns
 from airflow_bulkload.advice.models import PreflightInputs, PreflightReport
 from airflow_bulkload.advice.plan import recommend_plan
 from airflow_bulkload.advice.rules import RULES, RuleContext
+from airflow_bulkload.catalog import EngineTraits
 
 
 def evaluate(inputs: PreflightInputs, *, ignore_rules: Iterable[str] = ()) -> PreflightReport:
@@ -17,8 +18,7 @@ def evaluate(inputs: PreflightInputs, *, ignore_rules: Iterable[str] = ()) -> Pr
     ones), and that is the report's ``plan``: an explicit argument always wins, advice only warns.
     The report carries the recommended plan too. ``ignore_rules`` drops findings by rule id.
     """
-    if inputs.engine not in ("postgres", "mysql"):
-        raise ValueError(f"engine must be 'postgres' or 'mysql', got {inputs.engine!r}")
+    EngineTraits.of(inputs.engine)  # an unknown engine is refused (ValueError) before any rule
     recommended = recommend_plan(inputs)
     options = inputs.options
     effective = recommended.resolve(

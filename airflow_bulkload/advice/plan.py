@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from airflow_bulkload.advice.models import GB, MB, InputSummary, LoadPlan, PreflightInputs
+from airflow_bulkload.catalog import EngineTraits
 
 #: staged chunk size bounds and default (stored bytes), from the 100 MB - 1 GB file-size guidance
 MIN_CHUNK_SIZE = 100 * MB
@@ -24,8 +25,6 @@ SMALL_TABLE_BYTES = 16 * MB
 #: A judgment, not a measurement: keeping N indexes costs ≈+47 % (one) to ≈2x (two) of the load of
 #: the *incoming* rows, rebuilding costs a sort of the *whole* table per index.
 DROP_INDEXES_MIN_RATIO = 0.5
-#: the MySQL optimum measured: 10 threads on 16 vCPUs
-MYSQL_THREADS_PER_VCPU = 10 / 16
 #: each engine's measured optimum (see optimal_parallelism), in words, and why
 PARALLELISM_RULE = {"mysql": "≈60 % of vCPUs", "postgres": "vCPUs - 1"}
 PARALLELISM_RATIONALE = {
@@ -36,8 +35,9 @@ PARALLELISM_RATIONALE = {
 
 def optimal_parallelism(engine: str, vcpus: int) -> int:
     """PostgreSQL: vCPUs - 1 sessions; MySQL: ≈60 % of vCPUs (10 of 16 measured optimal)."""
-    if engine == "mysql":
-        return max(1, round(vcpus * MYSQL_THREADS_PER_VCPU))
+    share = EngineTraits.of(engine).load_sessions_per_vcpu
+    if share is not None:
+        return max(1, round(vcpus * share))
     return max(1, vcpus - 1)
 
 

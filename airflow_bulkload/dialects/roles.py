@@ -372,6 +372,21 @@ class ServerSettings(abc.ABC):
     The lease and saved-settings tables are created by ensure_state_schema. Methods take an autocommit connection; each change is durable at once.
     """
 
+    #: the database bulk mode keeps its leases and saved settings in, unless the connection's
+    #: extra ``bulkload_bulk_mode_database`` names another. The settings are server-wide, so their
+    #: state is too: one place per server, whichever database a load targets (else two databases'
+    #: loads would save each other's bulk values as "originals"). PostgreSQL: the maintenance
+    #: database; MySQL: a ``bulkload`` database, created on first use.
+    default_state_database: ClassVar[str]
+
+    @abc.abstractmethod
+    def connect_server(self, conn_id: str, state_database: str) -> Any:
+        """An autocommit connection for bulk mode's state and the server's settings.
+
+        ALTER SYSTEM cannot run in a transaction, and each state change must be durable before
+        the next server change. The caller closes it.
+        """
+
     @abc.abstractmethod
     def bulk_mode_lock(self, conn: Any) -> AbstractContextManager[None]:
         """Serialise bulk-mode enter/exit on this server for the block.

@@ -48,13 +48,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TTL = timedelta(hours=6)
 
-#: Where a self-managed server's bulk-mode leases and saved settings live. The settings are
-#: server-wide, so their state must be too: one place per server, whichever database a load
-#: targets (else two databases' loads would save each other's bulk values as "originals").
-#: PostgreSQL: the maintenance database; MySQL: a ``bulkload`` database, created on first use.
-#: A connection extra ``bulkload_bulk_mode_database`` names another.
-DEFAULT_BULK_MODE_DATABASE = {"postgres": "postgres", "mysql": "bulkload"}
-
 
 class SelfManagedBulkModeBackend:
     """Bulk mode on a PostgreSQL or MySQL server we reach through an Airflow connection."""
@@ -71,46 +64,38 @@ class SelfManagedBulkModeBackend:
         self.clock = clock
 
     @cached_property
+    def _conn_type(self) -> str:
+        return str(BaseHook.get_connection(self.conn_id).conn_type).lower()
+
+    @cached_property
     def engine(self) -> str:
-        conn_type = str(BaseHook.get_connection(self.conn_id).conn_type).lower()
-        if "postgres" in conn_type:
-            return "postgres"
-        if conn_type in ("mysql", "mariadb", "aurora-mysql"):
-            return "mysql"
-        raise ValueError(f"bulk mode needs a postgres or mysql connection, got {conn_type!r}")
+        try:
+            return dialect_for(self._conn_type).name
+        except ValueError:
+            raise ValueError(
+                f"bulk mode needs a postgres or mysql connection, got {self._conn_type!r}"
+            ) from None
 
     @cached_property
     def state_database(self) -> str:
-        """The database holding this server's bulk-mode state (see DEFAULT_BULK_MODE_DATABASE)."""
+        """The database holding this server's bulk-mode state.
+
+        The connection's extra ``bulkload_bulk_mode_database``, else the engine's default
+        (``postgres`` on PostgreSQL, ``bulkload`` on MySQL).
+        """
         extra = BaseHook.get_connection(self.conn_id).extra_dejson
         return str(
-            extra.get("bulkload_bulk_mode_database") or DEFAULT_BULK_MODE_DATABASE[self.engine]
+            extra.get("bulkload_bulk_mode_database")
+            or dialect_for(self.engine).default_state_database
         )
 
     @cached_property
     def sql(self) -> Dialect:
-        if self.engine == "mysql":
-            return dialect_for(self.engine, state_schema=self.state_database)
-        return dialect_for(self.engine)
+        return dialect_for(self.engine, state_schema=self.state_database)
 
     def connect(self) -> Any:
-        """An autocommit connection for bulk mode's state and the server's settings.
-
-        ALTER SYSTEM cannot run in a transaction, and each state change must be durable before the
-        next server change. PostgreSQL connects to the state database itself (its schema
-        ``bulkload`` and advisory locks are per database).
-        """
-        if self.engine == "postgres":
-            from airflow_bulkload.connections import postgres_hook
-
-            conn: Any = postgres_hook(self.conn_id, database=self.state_database).get_conn()
-            conn.autocommit = True
-            return conn
-        from airflow.providers.mysql.hooks.mysql import MySqlHook
-
-        mysql_conn: Any = MySqlHook(mysql_conn_id=self.conn_id).get_conn()
-        mysql_conn.autocommit(True)
-        return mysql_conn
+        """An autocommit connection for bulk mode's state and the server's settings."""
+        return self.sql.connect_server(self.conn_id, self.state_database)
 
     def _live_leases(self, conn: Any, keep: str | None = None) -> list[tuple[str, str, float]]:
         now = self.clock()

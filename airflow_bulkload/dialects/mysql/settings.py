@@ -48,6 +48,16 @@ def system_variable_value(value: str) -> int | str:
 class MySqlSettings(MySqlSession):
     """Server-wide ``SET GLOBAL`` values; the originals are kept in the state tables."""
 
+    default_state_database = "bulkload"
+
+    def connect_server(self, conn_id: str, state_database: str) -> Any:
+        """A connection as the Airflow connection has it; each statement names the state database."""
+        from airflow.providers.mysql.hooks.mysql import MySqlHook
+
+        conn: Any = MySqlHook(mysql_conn_id=conn_id).get_conn()
+        conn.autocommit(True)
+        return conn
+
     # SET GLOBAL is not persisted: a server restart also brings the configured values back.
     @contextmanager
     def bulk_mode_lock(self, conn: Any) -> Iterator[None]:

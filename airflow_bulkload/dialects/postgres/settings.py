@@ -13,6 +13,7 @@ from typing import Any
 from psycopg import sql
 
 from airflow_bulkload.catalog import SavedSetting
+from airflow_bulkload.connections import postgres_hook
 from airflow_bulkload.dialects.postgres.migrations import _S
 from airflow_bulkload.dialects.postgres.session import PostgresSession
 from airflow_bulkload.exceptions import BulkModeRefusedError, BulkModeStateError
@@ -26,6 +27,14 @@ _RELOADABLE_CONTEXTS = frozenset({"sighup", "superuser", "user"})
 
 class PostgresSettings(PostgresSession):
     """Server-wide settings through ``postgresql.auto.conf``, under a server-wide advisory lock."""
+
+    default_state_database = "postgres"
+
+    def connect_server(self, conn_id: str, state_database: str) -> Any:
+        """A connection to the state database, where the ``bulkload`` schema and its locks are."""
+        conn: Any = postgres_hook(conn_id, database=state_database).get_conn()
+        conn.autocommit = True
+        return conn
 
     # ALTER SYSTEM writes postgresql.auto.conf; the saved original is the value that was there,
     # so a restore leaves the file as it was (ALTER SYSTEM RESET when it was not set there).
