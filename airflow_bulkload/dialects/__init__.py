@@ -17,7 +17,7 @@ def dialect_for(conn_type: str, *, state_schema: str | None = None) -> Dialect:
     ``state_schema``: where the ``bulkload_*`` state tables live (MySQL: a database; default the
     connection's).
     """
-    kind = conn_type.lower()
+    kind = conn_type.lower().replace("_", "-")  # Airflow writes aurora-mysql as aurora_mysql
     if kind in ("postgres", "postgresql", "aurora-postgresql"):
         from airflow_bulkload.dialects.postgres import PostgresDialect
 

@@ -33,9 +33,15 @@ from airflow_bulkload.s3io import (
     s3_error_code,
     s3_region,
 )
-from airflow_bulkload.staging.direct import DirectChunkStream, open_chunk_stream
+from airflow_bulkload.staging.direct import DirectChunkStream, DirectInputError, open_chunk_stream
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, read_manifest
-from airflow_bulkload.staging.origin import SourceLine, find_record, read_record, record_with_key
+from airflow_bulkload.staging.origin import (
+    SourceLine,
+    find_record,
+    read_record,
+    record_with_key,
+    untraced_error,
+)
 from airflow_bulkload.staging.sources import open_source
 from airflow_bulkload.table_state import primary_key_of_snapshot
 
@@ -302,6 +308,8 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
         beside it. Any failure to trace the record (the input moved, an old manifest, the search
         budget spent) leaves the error as it was.
         """
+        if isinstance(error, DirectInputError):
+            return error  # the reader's own finding names the object's line
         duplicate = _DUPLICATE_ENTRY.search(error.reason) if error.line is None else None
         if error.source != spec.uri or not spec.uri.startswith("s3://"):
             return error
@@ -313,9 +321,9 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
             found = self._find_source_line(spec, error.line, key, key_columns)
         except Exception as exc:  # tracing is a courtesy: never hide the load's own error
             self.log.warning("could not trace an error of %s to its input: %s", spec.uri, exc)
-            return error
+            return untraced_error(spec, error)
         if found is None:
-            return error
+            return untraced_error(spec, error)
         staged = f"line {error.line}" if error.line is not None else f"key {key}"
         return ChunkLoadError(
             found.source,

@@ -72,6 +72,10 @@ def _get(s3: Any, source: SourceFile, start: int, end: int) -> tuple[bytes, dict
         body.close()
 
 
+class DirectInputError(ChunkLoadError):
+    """Found while reading an object as stored: its line, if any, is the object's own already."""
+
+
 class DirectRefusedError(Exception):
     """Planning found what loading as stored would read differently from staging: stage it."""
 
@@ -161,8 +165,11 @@ def plan_direct(
         gzipped = codec == "gzip"
         names = list(columns) if columns else list(table_columns) if table_columns else None
         if fmt.header:
+            first_line = _first_line(head, gzipped, source.location)
+            if not first_line:
+                continue  # a gzip object of nothing: no header, no rows, as staging reads it
             try:
-                header = _fields(_first_line(head, gzipped, source.location), fmt)
+                header = _fields(first_line, fmt)
             except csv.Error as exc:
                 raise InputFormatError(
                     f"{source.location}: its first line does not read as a CSV header ({exc}); "
@@ -239,7 +246,7 @@ class _DirectReader:
             # the first physical line, as planning read the header from it
             while (end := data.find(b"\n")) < 0:
                 if len(data) > MAX_RECORD_BYTES:
-                    raise ChunkLoadError(
+                    raise DirectInputError(
                         self._spec.uri,
                         f"the header line is longer than {MAX_RECORD_BYTES // 2**20} MB",
                         line=1,
@@ -269,7 +276,7 @@ class _DirectReader:
                 parts[-1] = last[: at + 1]
                 break
             if held > MAX_RECORD_BYTES:
-                raise ChunkLoadError(
+                raise DirectInputError(
                     self._spec.uri,
                     f"a line longer than {MAX_RECORD_BYTES // 2**20} MB",
                     line=self._copy_safety.lines + 1 + (1 if self._spec.skip_header else 0),
@@ -321,7 +328,7 @@ class _DirectReader:
     def _inspect(self, data: bytes) -> None:
         nul = data.find(b"\0")
         if nul >= 0:
-            raise ChunkLoadError(
+            raise DirectInputError(
                 self._spec.uri,
                 "the input holds a NUL byte (U+0000): PostgreSQL cannot store it in text and "
                 "MySQL would store it verbatim, so it is refused. Remove NUL bytes from the input "
@@ -352,7 +359,7 @@ class _DirectReader:
         if misread is None:
             return
         line = misread.line + (1 if self._spec.skip_header else 0)  # the object's line
-        raise ChunkLoadError(
+        raise DirectInputError(
             self._spec.uri,
             f"{misread.reason} (the line starts {misread.sample!r}). Quote that value in the "
             "input, or load it staged (direct=False), which reads it as text",
@@ -365,14 +372,14 @@ class _DirectReader:
             return
         self._done = True
         if self._quotes % 2 and not self._spec.byte_range:
-            raise ChunkLoadError(
+            raise DirectInputError(
                 self._spec.uri,
                 "a quote opens a value that never closes: the object ends inside a quoted value",
                 expected="every quoted value closed",
             )
         if self._quotes % 2:
             start, end = self._spec.byte_range or [0, self._spec.bytes]
-            raise ChunkLoadError(
+            raise DirectInputError(
                 self._spec.uri,
                 f"bytes {start}-{end} end inside a quoted value: a quoted field holds a line end "
                 f"across the cut at byte {end}, so the records there cannot be split by bytes. "
@@ -435,7 +442,7 @@ def open_chunk_stream(
     except Exception as exc:
         code = s3_error_code(exc)
         if to_withdraw and code in ("PreconditionFailed", "412", "NoSuchKey", "404"):
-            raise ChunkLoadError(
+            raise DirectInputError(
                 spec.uri,
                 f"the rows this chunk loaded cannot be told any more: its object changed since "
                 f"({code}) and the bucket keeps no versions of it, so its old content is gone. "
@@ -445,7 +452,7 @@ def open_chunk_stream(
                 expected=f"the object with ETag {spec.etag}",
             ) from exc
         if code in ("PreconditionFailed", "412", "NoSuchKey", "404", "NoSuchVersion"):
-            raise ChunkLoadError(
+            raise DirectInputError(
                 spec.uri,
                 "the input object changed or went away after the load was planned "
                 f"({code}); nothing of it was loaded. Run the load again: planning sees the "

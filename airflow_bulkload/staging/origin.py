@@ -14,13 +14,14 @@ import codecs
 import csv
 import io
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import BinaryIO
 
 from airflow_bulkload.compression import decompressed
-from airflow_bulkload.staging.manifest import FileFormat
+from airflow_bulkload.exceptions import ChunkLoadError
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 
 #: how long a failed load may spend looking for its bad record in the input files
 DEFAULT_SEARCH_SECONDS = 60.0
@@ -40,7 +41,7 @@ def _text(raw: BinaryIO, encoding: str) -> io.TextIOWrapper:
     return io.TextIOWrapper(decompressed(raw), encoding=encoding, errors="replace", newline="")  # type: ignore[arg-type]
 
 
-def _reader(text: io.TextIOWrapper, fmt: FileFormat) -> Iterator[list[str]]:
+def _reader(text: Iterable[str], fmt: FileFormat) -> Iterator[list[str]]:
     escape = fmt.effective_escape
     return csv.reader(
         text,
@@ -67,10 +68,45 @@ def empty_header_line(where: str) -> str:
     )
 
 
+def untraced_error(spec: ChunkSpec, error: ChunkLoadError) -> ChunkLoadError:
+    """A loader's error on a chunk loaded as stored, when its record was not found in the input.
+
+    The loader counts the lines it was given, not the object's: without its header, and for a
+    range from the range's start. The error says so instead of naming a line of the object.
+    """
+    if not spec.is_direct or error.line is None:
+        return error
+    part = "bytes {}-{}".format(*spec.byte_range) if spec.byte_range else "the object"
+    header = ", its header not counted" if spec.skip_header else ""
+    return ChunkLoadError(
+        error.source,
+        f"{error.reason} [line {error.line} of {part} as loaded{header}]",
+        column=error.column,
+        expected=error.expected,
+    )
+
+
 def first_line_is_empty(raw: BinaryIO, fmt: FileFormat) -> bool:
     """Whether a file's first line is empty (a BOM aside); an empty file's is not."""
     with _text(raw, codecs.lookup(fmt.python_encoding).name) as text:
         return text.readline().lstrip("\ufeff") in ("\n", "\r\n")
+
+
+class _LineTap:
+    """The text's lines, one by one, remembering the last one handed out."""
+
+    def __init__(self, text: io.TextIOWrapper) -> None:
+        self._text = text
+        self.last = ""
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self._text:
+            self.last = line
+            yield line
+
+
+def _line_end(line: str) -> str:
+    return "\r\n" if line.endswith("\r\n") else line[-1:] if line.endswith(("\n", "\r")) else ""
 
 
 def read_record(
@@ -78,18 +114,33 @@ def read_record(
 ) -> list[str] | None:
     """The fields of a chunk's record, or ``None`` when the chunk is shorter.
 
-    ``counts_lines``: ``number`` is a physical line (PostgreSQL counts the newlines inside
-    quoted fields, so the record is the one spanning that line); otherwise it is the 1-based
-    record number (MySQL's row). The header, if any, counts as a line, not as a record.
+    ``counts_lines``: ``number`` is the line PostgreSQL's COPY names, and the record is the one
+    ending on or spanning it. COPY counts a line end inside a quoted value only when it is the
+    stream's own line end, which it learns where the first line ends: until then it counts
+    carriage returns, so a line feed inside the first record of an LF stream is not counted.
+    Otherwise ``number`` is the 1-based record number (MySQL's row). The header, if any,
+    counts as a line, not as a record.
     """
     csv.field_size_limit(max(csv.field_size_limit(), 64 * 1024 * 1024))
     with _text(raw, codecs.lookup(fmt.python_encoding).name) as text:
-        reader = _reader(text, fmt)
+        tap = _LineTap(text)
+        reader = _reader(tap, fmt)
+        line_end = ""  # COPY's line end, unknown until the first line ends
+        line = 1  # the line COPY is on
         if fmt.header:
             next(reader, None)
+            line_end, line = _line_end(tap.last), 2
         for index, fields in enumerate(reader, start=1):
-            if (reader.line_num >= number) if counts_lines else (index == number):  # type: ignore[attr-defined]
+            if not counts_lines:
+                if index == number:
+                    return fields
+                continue
+            counted = "\n" if line_end == "\n" else "\r"
+            line += sum(value.count(counted) for value in fields)
+            if line >= number:
                 return fields
+            line_end = line_end or _line_end(tap.last)
+            line += 1
     return None
 
 
@@ -154,6 +205,10 @@ def find_record(
                 where = {name.lstrip("\ufeff"): i for i, name in enumerate(header)}
                 if columns and set(columns) <= set(where):
                     positions = [where[name] for name in columns]
+            if len(positions) != len(record):
+                # a record of another width than the columns (a field too many or too few) was
+                # loaded as it stands in its file: it is found field by field
+                positions = list(range(len(record)))
             start = reader.line_num + 1  # type: ignore[attr-defined]
             for count, fields in enumerate(reader):
                 if len(fields) == len(record) and all(

@@ -6,6 +6,7 @@ Each test says what the user did, what happened before the fix and what should h
 from __future__ import annotations
 
 import gzip
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -121,3 +122,107 @@ def test_a_bad_value_is_named_at_its_input_line_and_only_a_staged_copy_is_named_
         assert "[staged as s3://" in str(error)
         assert "/chunk-00000.csv.gz, line 3]" in str(error)
     assert pg_db.query("SELECT count(*) FROM notes") == [(0,)]
+
+
+# ---------------------------------------------------------------------------------------------
+# From a second hostile round: where the error points when records span lines or do not fit
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("line_end", ["\n", "\r\n"], ids=["LF", "CRLF"])
+@pytest.mark.parametrize("direct", [True, False], ids=["as-stored", "staged"])
+def test_a_quoted_line_end_in_the_first_record_does_not_shift_the_named_line(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, direct: bool, line_end: str
+) -> None:
+    """What the user did: the first record's note holds a line end; a later id is ``z``.
+
+    What happened: the error named line 4 (the good record ``2,b``) instead of line 5. COPY
+    counts a line feed inside a quoted value only once it knows the stream ends its lines with
+    line feeds, which it learns where the first record ends: the first record's own line feed
+    was not counted, and the trace took COPY's line for a physical one.
+
+    What should happen: the line ``z,bad`` is on (5), whatever the line ends.
+    """
+    pg_db.query("CREATE TABLE notes (id int, note text)")
+    body = line_end.join(["id,note", '1,"multi', 'line"', "2,b", "z,bad", "5,e", ""])
+    put(moto_server, s3_bucket, "in/a.csv", body.encode())
+    staged = stage_checked(pg_db, moto_server, s3_bucket, "notes", direct=direct)
+    with pytest.raises(ChunkLoadError) as raised:
+        load(pg_db, staged)
+    assert (raised.value.source, raised.value.line) == (f"s3://{s3_bucket}/in/a.csv", 5)
+    assert '"z"' in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"id,note\n1,a\n2,b\n3,c,extra\n4,d\n", b"id,note\n1,a\n2,b\n3\n4,d\n"],
+    ids=["a field too many", "a field too few"],
+)
+def test_a_record_of_another_width_is_named_at_its_line_of_the_object(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, body: bytes
+) -> None:
+    """What the user did: loaded as stored a file whose fourth line has one field too many/few.
+
+    What happened: the trace compared the record by the header's columns and gave up on its
+    width; the error then named the object with COPY's own line (3: the header not counted).
+
+    What should happen: the object's line 4.
+    """
+    pg_db.query("CREATE TABLE notes (id int, note text)")
+    put(moto_server, s3_bucket, "in/a.csv", body)
+    staged = stage_checked(pg_db, moto_server, s3_bucket, "notes", direct=True)
+    with pytest.raises(ChunkLoadError) as raised:
+        load(pg_db, staged)
+    assert (raised.value.source, raised.value.line) == (f"s3://{s3_bucket}/in/a.csv", 4)
+
+
+def test_a_bad_record_in_a_later_byte_range_is_named_at_its_line_of_the_object(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
+) -> None:
+    """Loaded in byte ranges, the error named line 493 (of its range) for the object's 15002."""
+    pg_db.query("CREATE TABLE notes (id int, note text)")
+    rows = [f"{i},note-{i:06d}".encode() for i in range(1, 20001)]
+    rows[15000] = b"15001,note,extra"
+    put(moto_server, s3_bucket, "in/big.csv", b"id,note\n" + b"\n".join(rows) + b"\n")
+    staged = stage_checked(
+        pg_db,
+        moto_server,
+        s3_bucket,
+        "notes",
+        direct=True,
+        quoted_newlines=False,
+        chunk_size=50_000,
+    )
+    assert len(staged.manifest.chunks) > 1
+    with pytest.raises(ChunkLoadError) as raised:
+        load(pg_db, staged)
+    assert (raised.value.source, raised.value.line) == (f"s3://{s3_bucket}/in/big.csv", 15002)
+
+
+def test_an_error_that_cannot_be_traced_says_its_line_is_the_loaders(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
+) -> None:
+    """When the input cannot be searched (here: it changed after planning), a direct chunk's
+    error must not pass COPY's line (header not counted) off as a line of the object."""
+    pg_db.query("CREATE TABLE notes (id int, note text)")
+    put(moto_server, s3_bucket, "in/a.csv", b"id,note\n1,a\n2,b\nx,c\n")
+    staged = stage_checked(pg_db, moto_server, s3_bucket, "notes", direct=True)
+    chunk = staged.manifest.chunks[0]
+    moved = replace(chunk, manifest_uri=f"s3://{s3_bucket}/nowhere/manifest.json")
+    copy_error = ChunkLoadError(chunk.uri, 'invalid input syntax for type integer: "x"', line=3)
+    error = BulkLoadHook(conn_id=pg_db.conn_id)._at_source("notes", moved, copy_error)
+    assert error.line is None
+    assert "[line 3 of the object as loaded, its header not counted]" in str(error)
+
+
+def test_a_gzip_object_of_nothing_among_full_ones_loads_as_stored(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
+) -> None:
+    """A gzip object holding no bytes at all was refused ("has columns []"); staging reads it as
+    empty, and so must the direct path."""
+    pg_db.query("CREATE TABLE notes (id text, note text)")
+    put(moto_server, s3_bucket, "in/a.csv", b"id,note\n1,a\n")
+    put(moto_server, s3_bucket, "in/b.csv.gz", gzip.compress(b""))
+    staged = stage_checked(pg_db, moto_server, s3_bucket, "notes", direct=True)
+    assert load(pg_db, staged)["verified"] is True
+    assert pg_db.query("SELECT id, note FROM notes") == [("1", "a")]
