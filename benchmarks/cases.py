@@ -458,6 +458,74 @@ def pipeline_stages(
     return stages
 
 
+AIRFLOW_FLOOR_DAG = """
+import pendulum
+from airflow.sdk import DAG, chain, task
+
+
+@task
+def noop():
+    return None
+
+
+@task
+def stage():
+    return list(range({chunks}))
+
+
+@task(max_active_tis_per_dagrun={parallel})
+def load(chunk):
+    return chunk
+
+
+with DAG(
+    dag_id={dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")
+) as dag:
+    chunks = stage()
+    setup = [noop.override(task_id=name)() for name in {setup!r}]
+    loads = load.expand(chunk=chunks)
+    finalize, checkpoint, report = (noop.override(task_id=n)() for n in {after!r})
+    restore, exit_ = (noop.override(task_id=n, trigger_rule="all_done")() for n in {teardown!r})
+    chain(chunks, *setup, loads, finalize, checkpoint)
+    checkpoint >> report
+    checkpoint >> restore >> exit_
+"""
+#: the pipeline's tasks in order, around the mapped loads (its teardowns last)
+FLOOR_SETUP_TASKS = (
+    *("preflight", "claim_table", "withdraw_superseded", "enter_bulk_mode", "prepare_table"),
+)
+FLOOR_AFTER_TASKS = ("finalize_table", "checkpoint", "report")
+
+
+def airflow_floor(bench: Bench, db: TestDatabase) -> Outcome:
+    """Airflow's own share: the pipeline's task graph, with tasks that do nothing, on the same
+    deployment (one mapped load task per part, as many at once as the pipeline's sessions). Its
+    wall time is what scheduling and task start-up cost before any work; the table stays empty."""
+    bench.engine.create_table(db, bench.dataset, indexed=True)
+    dag_id = f"bench_airflow_floor_{db.name}"
+    source = AIRFLOW_FLOOR_DAG.format(
+        dag_id=dag_id,
+        chunks=len(bench.source.keys),
+        parallel=bench.parallel,
+        setup=FLOOR_SETUP_TASKS,
+        after=FLOOR_AFTER_TASKS,
+        teardown=TEARDOWN_TASKS,
+    )
+    run = bench.cluster.run(dag_id, source, {}, timeout=600)
+    if not run.ok or run.wall_seconds is None:
+        raise RuntimeError(
+            f"no-op DAG run {run.state}:\n" + bench.cluster.diagnostics(dag_id)[-4000:]
+        )
+    tasks = len(run.tasks)
+    note = f"the pipeline's {tasks} task instances doing nothing; DAG run wall (queued->end)"
+    return Outcome(
+        run.wall_seconds,
+        note,
+        expected=bench.engine.checksum(db, bench.dataset),  # nothing loaded, nothing changed
+        details={"task_instances": tasks, "running_s": run.running_seconds},
+    )
+
+
 CASES: dict[str, Callable[[Bench, TestDatabase], Outcome]] = {
     "naive": naive,
     "s3_to_sql": s3_to_sql,
@@ -467,6 +535,7 @@ CASES: dict[str, Callable[[Bench, TestDatabase], Outcome]] = {
     "mariadb_import": mariadb_import,
     "floor": floor,
     "floor_unlogged": floor_unlogged,
+    "airflow_floor": airflow_floor,
 }
 #: ``--cases peers`` stands for these
 PEER_CASES = ("s3_to_sql", "pgloader", "mariadb_import")

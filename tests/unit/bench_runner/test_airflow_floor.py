@@ -1,0 +1,62 @@
+"""The benchmark's airflow_floor case runs the pipeline's own task graph with no-op tasks."""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_bulkload.pipeline import bulk_load_table
+from benchmarks.cases import (
+    AIRFLOW_FLOOR_DAG,
+    FLOOR_AFTER_TASKS,
+    FLOOR_SETUP_TASKS,
+    TEARDOWN_TASKS,
+)
+
+
+def floor_dag() -> DAG:
+    source = AIRFLOW_FLOOR_DAG.format(
+        dag_id="floor",
+        chunks=8,
+        parallel=2,
+        setup=FLOOR_SETUP_TASKS,
+        after=FLOOR_AFTER_TASKS,
+        teardown=TEARDOWN_TASKS,
+    )
+    namespace: dict[str, object] = {}
+    exec(
+        compile(source, "airflow_floor_dag.py", "exec"), namespace
+    )  # the benchmark writes it as a file
+    [dag] = [value for value in namespace.values() if isinstance(value, DAG)]
+    return dag
+
+
+def pipeline_dag() -> DAG:
+    with DAG("p", schedule=None, start_date=pendulum.datetime(2026, 1, 1)) as dag:
+        bulk_load_table(
+            table="public.t", conn_id="pg", source="s3://in/x/", staging="s3://s/x", parallelism=2
+        )
+    return dag
+
+
+def edges(dag: DAG) -> set[tuple[str, str]]:
+    def short(task_id: str) -> str:
+        return task_id.rsplit(".", 1)[-1]  # without the pipeline's task group
+
+    return {
+        (short(task.task_id), short(down))
+        for task in dag.tasks
+        for down in task.downstream_task_ids
+    }
+
+
+def test_the_no_op_graph_has_the_pipelines_tasks_and_order() -> None:
+    floor, pipeline = floor_dag(), pipeline_dag()
+    assert {t.task_id for t in floor.tasks} == {
+        t.task_id.rsplit(".", 1)[-1] for t in pipeline.tasks
+    }
+    # every ordering of the no-op graph is one the pipeline has (the pipeline adds a few more
+    # edges between its setups and teardowns, which do not lengthen its critical path)
+    assert edges(floor) <= edges(pipeline)
+    load = floor.get_task("load")
+    assert load.partial_kwargs["max_active_tis_per_dagrun"] == 2  # type: ignore[attr-defined]
