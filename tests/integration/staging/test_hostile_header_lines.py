@@ -42,6 +42,26 @@ def load(db: TestDatabase, staged: StageResult, table: str = "notes") -> dict[st
     return hook.verify_load(table, staged.manifest_uri, load_id=LOAD_ID)
 
 
+def load_error(
+    db: TestDatabase, moto: MotoServer, bucket: str, key: str, body: bytes, **options: Any
+) -> ChunkLoadError:
+    """The error of loading ``body`` (staged with ``options``) into ``notes (id int, note text)``.
+
+    ``chunks``: how many chunks staging must have made at least. A failed chunk leaves nothing
+    behind: loaded as one chunk, the table stays empty.
+    """
+    chunks = options.pop("chunks", 1)
+    db.query("CREATE TABLE notes (id int, note text)")
+    put(moto, bucket, key, body)
+    staged = stage_checked(db, moto, bucket, "notes", **options)
+    assert len(staged.manifest.chunks) >= chunks
+    with pytest.raises(ChunkLoadError) as raised:
+        load(db, staged)
+    if len(staged.manifest.chunks) == 1:
+        assert db.query("SELECT count(*) FROM notes") == [(0,)]
+    return raised.value
+
+
 @pytest.mark.parametrize("direct", [True, False], ids=["as-stored", "staged"])
 @pytest.mark.parametrize("body", list(EMPTY_FIRST_LINES.values()), ids=list(EMPTY_FIRST_LINES))
 def test_an_empty_line_before_the_header_is_refused_not_loaded_as_a_row(
@@ -143,14 +163,10 @@ def test_a_quoted_line_end_in_the_first_record_does_not_shift_the_named_line(
 
     What should happen: the line ``z,bad`` is on (5), whatever the line ends.
     """
-    pg_db.query("CREATE TABLE notes (id int, note text)")
     body = line_end.join(["id,note", '1,"multi', 'line"', "2,b", "z,bad", "5,e", ""])
-    put(moto_server, s3_bucket, "in/a.csv", body.encode())
-    staged = stage_checked(pg_db, moto_server, s3_bucket, "notes", direct=direct)
-    with pytest.raises(ChunkLoadError) as raised:
-        load(pg_db, staged)
-    assert (raised.value.source, raised.value.line) == (f"s3://{s3_bucket}/in/a.csv", 5)
-    assert '"z"' in str(raised.value)
+    error = load_error(pg_db, moto_server, s3_bucket, "in/a.csv", body.encode(), direct=direct)
+    assert (error.source, error.line) == (f"s3://{s3_bucket}/in/a.csv", 5)
+    assert '"z"' in str(error)
 
 
 @pytest.mark.parametrize(
@@ -168,42 +184,27 @@ def test_a_record_of_another_width_is_named_at_its_line_of_the_object(
 
     What should happen: the object's line 4.
     """
-    pg_db.query("CREATE TABLE notes (id int, note text)")
-    put(moto_server, s3_bucket, "in/a.csv", body)
-    staged = stage_checked(pg_db, moto_server, s3_bucket, "notes", direct=True)
-    with pytest.raises(ChunkLoadError) as raised:
-        load(pg_db, staged)
-    assert (raised.value.source, raised.value.line) == (f"s3://{s3_bucket}/in/a.csv", 4)
+    error = load_error(pg_db, moto_server, s3_bucket, "in/a.csv", body, direct=True)
+    assert (error.source, error.line) == (f"s3://{s3_bucket}/in/a.csv", 4)
 
 
 def test_a_bad_record_in_a_later_byte_range_is_named_at_its_line_of_the_object(
     pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
 ) -> None:
     """Loaded in byte ranges, the error named line 493 (of its range) for the object's 15002."""
-    pg_db.query("CREATE TABLE notes (id int, note text)")
     rows = [f"{i},note-{i:06d}".encode() for i in range(1, 20001)]
     rows[15000] = b"15001,note,extra"
-    put(moto_server, s3_bucket, "in/big.csv", b"id,note\n" + b"\n".join(rows) + b"\n")
-    staged = stage_checked(
-        pg_db,
-        moto_server,
-        s3_bucket,
-        "notes",
-        direct=True,
-        quoted_newlines=False,
-        chunk_size=50_000,
-    )
-    assert len(staged.manifest.chunks) > 1
-    with pytest.raises(ChunkLoadError) as raised:
-        load(pg_db, staged)
-    assert (raised.value.source, raised.value.line) == (f"s3://{s3_bucket}/in/big.csv", 15002)
+    body = b"id,note\n" + b"\n".join(rows) + b"\n"
+    ranged = {"direct": True, "quoted_newlines": False, "chunk_size": 50_000, "chunks": 2}
+    error = load_error(pg_db, moto_server, s3_bucket, "in/big.csv", body, **ranged)
+    assert (error.source, error.line) == (f"s3://{s3_bucket}/in/big.csv", 15002)
 
 
 def test_an_error_that_cannot_be_traced_says_its_line_is_the_loaders(
     pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
 ) -> None:
-    """When the input cannot be searched (here: it changed after planning), a direct chunk's
-    error must not pass COPY's line (header not counted) off as a line of the object."""
+    """When the input cannot be searched (here: the manifest that lists it is gone), a direct
+    chunk's error must not pass COPY's line (header not counted) off as a line of the object."""
     pg_db.query("CREATE TABLE notes (id int, note text)")
     put(moto_server, s3_bucket, "in/a.csv", b"id,note\n1,a\n2,b\nx,c\n")
     staged = stage_checked(pg_db, moto_server, s3_bucket, "notes", direct=True)
