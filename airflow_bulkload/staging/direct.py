@@ -43,11 +43,7 @@ from airflow_bulkload.s3io import (
 )
 from airflow_bulkload.staging.copy_safety import CopySafety
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
-from airflow_bulkload.staging.normalize import (
-    MAX_RECORD_BYTES,
-    InputFormatError,
-    check_header,
-)
+from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES, InputFormatError, check_header
 from airflow_bulkload.staging.options import StagingOptions
 from airflow_bulkload.staging.origin import empty_header_line
 from airflow_bulkload.staging.planning import GZIP_EXPANSION_ESTIMATE, SourceFile
@@ -96,10 +92,11 @@ def _first_line(data: bytes, gzipped: bool, location: str) -> bytes:
         raise DirectRefusedError(f"{location} ends its lines with CR alone")
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
-    if data.startswith((b"\n", b"\r\n")):
-        raise InputFormatError(empty_header_line(location))
     end = data.find(b"\n")
-    return data[: end if end >= 0 else len(data)].rstrip(b"\r")
+    line = data[: end if end >= 0 else len(data)].rstrip(b"\r")
+    if end >= 0 and not line.strip():
+        raise InputFormatError(empty_header_line(location))
+    return line
 
 
 def _fields(line: bytes, fmt: FileFormat) -> list[str]:

@@ -63,8 +63,9 @@ def header_of(raw: BinaryIO, fmt: FileFormat) -> list[str]:
 def empty_header_line(where: str) -> str:
     """The error for a header input whose first line is empty: its header would load as a row."""
     return (
-        f"{where}, line 1: the line is empty where the header is expected (header=True), so "
-        "the header would load as a row. Remove the empty line(s) before the header"
+        f"{where}, line 1: the line is empty (or white space) where the header is expected "
+        "(header=True), so the header would load as a row. Remove the empty line(s) before the "
+        "header"
     )
 
 
@@ -87,9 +88,10 @@ def untraced_error(spec: ChunkSpec, error: ChunkLoadError) -> ChunkLoadError:
 
 
 def first_line_is_empty(raw: BinaryIO, fmt: FileFormat) -> bool:
-    """Whether a file's first line is empty (a BOM aside); an empty file's is not."""
+    """Whether a file's first line is empty or white space (a BOM aside); an empty file's is not."""
     with _text(raw, codecs.lookup(fmt.python_encoding).name) as text:
-        return text.readline().lstrip("\ufeff") in ("\n", "\r\n")
+        line = text.readline().lstrip("\ufeff")
+    return line != "" and not line.strip()
 
 
 class _LineTap:

@@ -27,6 +27,9 @@ EMPTY_FIRST_LINES = {
     "two": b"\n\nid,note\n1,a\n2,b\n",
     "BOM": b"\xef\xbb\xbf\nid,note\n1,a\n2,b\n",
     "gzip": gzip.compress(b"\nid,note\n1,a\n2,b\n"),
+    # white space alone on the first line was refused too, but as DuckDB's "Error when sniffing"
+    "spaces": b"   \nid,note\n1,a\n2,b\n",
+    "tab": b"\t\r\nid,note\r\n1,a\r\n2,b\r\n",
 }
 
 
@@ -81,7 +84,7 @@ def test_an_empty_line_before_the_header_is_refused_not_loaded_as_a_row(
         stage_checked(pg_db, moto_server, s3_bucket, "notes", direct=direct)
     message = str(raised.value)
     assert f"s3://{s3_bucket}/in/b.csv, line 1" in message
-    assert "empty where the header is expected" in message
+    assert "empty (or white space) where the header is expected" in message
     assert pg_db.query("SELECT count(*) FROM notes") == [(0,)]
 
 
@@ -91,7 +94,9 @@ def test_mysql_refuses_an_empty_line_before_the_header_too(
     """MySQL input is always staged: the same file is refused the same way."""
     mysql_db.query("CREATE TABLE notes (id varchar(10), note varchar(10))")
     put(moto_server, s3_bucket, "in/a.csv", EMPTY_FIRST_LINES["LF"])
-    with pytest.raises(InputFormatError, match=r"in/a\.csv, line 1: the line is empty"):
+    with pytest.raises(
+        InputFormatError, match=r"in/a\.csv, line 1: the line is empty \(or white space\)"
+    ):
         stage_checked(mysql_db, moto_server, s3_bucket, "notes")
 
 
