@@ -64,17 +64,19 @@ class SelfManagedBulkModeBackend:
         self.clock = clock
 
     @cached_property
-    def _conn_type(self) -> str:
-        return str(BaseHook.get_connection(self.conn_id).conn_type).lower()
-
-    @cached_property
-    def engine(self) -> str:
+    def _engine_dialect(self) -> Dialect:
+        """The connection's dialect before its state database is known: its name and defaults."""
+        conn_type = str(BaseHook.get_connection(self.conn_id).conn_type).lower()
         try:
-            return dialect_for(self._conn_type).name
+            return dialect_for(conn_type)
         except ValueError:
             raise ValueError(
-                f"bulk mode needs a postgres or mysql connection, got {self._conn_type!r}"
+                f"bulk mode needs a postgres or mysql connection, got {conn_type!r}"
             ) from None
+
+    @property
+    def engine(self) -> str:
+        return self._engine_dialect.name
 
     @cached_property
     def state_database(self) -> str:
@@ -85,8 +87,7 @@ class SelfManagedBulkModeBackend:
         """
         extra = BaseHook.get_connection(self.conn_id).extra_dejson
         return str(
-            extra.get("bulkload_bulk_mode_database")
-            or dialect_for(self.engine).default_state_database
+            extra.get("bulkload_bulk_mode_database") or self._engine_dialect.default_state_database
         )
 
     @cached_property

@@ -13,6 +13,7 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import itertools
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
@@ -132,11 +133,9 @@ def read_record(
         if fmt.header:
             next(reader, None)
             line_end, line = _line_end(tap.last), 2
-        for index, fields in enumerate(reader, start=1):
-            if not counts_lines:
-                if index == number:
-                    return fields
-                continue
+        if not counts_lines:
+            return next(itertools.islice(reader, number - 1, None), None) if number > 0 else None
+        for fields in reader:
             counted = "\n" if line_end == "\n" else "\r"
             line += sum(value.count(counted) for value in fields)
             if line >= number:
@@ -199,7 +198,7 @@ def find_record(
     for source in sources:
         with open_source(source) as raw, _text(raw, encoding) as text:
             reader = _reader(text, source_format)
-            positions = list(range(len(record)))  # headerless: the staged order is the file's
+            positions: list[int] = []
             if source_format.header:
                 header = next(reader, None)
                 if header is None:
@@ -208,8 +207,8 @@ def find_record(
                 if columns and set(columns) <= set(where):
                     positions = [where[name] for name in columns]
             if len(positions) != len(record):
-                # a record of another width than the columns (a field too many or too few) was
-                # loaded as it stands in its file: it is found field by field
+                # headerless, or a record of another width than the columns (a field too many or
+                # too few, loaded as it stands in its file): field by field, in the file's order
                 positions = list(range(len(record)))
             start = reader.line_num + 1  # type: ignore[attr-defined]
             for count, fields in enumerate(reader):
