@@ -5,7 +5,7 @@
     stage [─► stage_group x N (mapped) ─► collect_staging, with stage_group_size]
           ─► preflight ─► claim_table ─► withdraw_superseded ─► enter_bulk_mode (setup)
           ─► prepare_table (setup)
-          ─► load x N (mapped) ─► finalize_table ─► checkpoint ─► report
+          ─► load x N (mapped, a batch of chunks each) ─► finalize_table ─► checkpoint ─► report
           ─► restore_table (teardown) ─► exit_bulk_mode (teardown)
 
 Every task is idempotent, so a retry, a cleared task or a re-run of the same DAG run picks up
@@ -84,6 +84,7 @@ def bulk_load_table(
     drop_primary_key: bool | str = AUTO,
     sort_by_primary_key: bool | str = AUTO,
     chunk_size: str | int = "256MB",
+    load_batch_size: str | int | None = "2GB",
     parallelism: int | str = AUTO,
     vcpus: int | None = None,
     fail_on: str | None = "error",
@@ -143,6 +144,11 @@ def bulk_load_table(
         one are staged unsorted). ``"auto"`` (default): on MySQL only, where InnoDB's clustered
         key makes key order pay; a PostgreSQL heap gains nothing worth the sort.
     :param chunk_size: target uncompressed chunk size, e.g. ``"256MB"``.
+    :param load_batch_size: the chunks are dealt into one ``load`` task per load session, each
+        loading its batch one chunk after another (each chunk its own transaction and ledger
+        entry), and into more tasks where a session's batch would pass this size (uncompressed,
+        estimated), so no task's time follows the whole input. Fewer task launches: see
+        docs/performance.md. ``None``: one ``load`` task per chunk.
     :param parallelism: how many chunks load at once: ``"auto"`` (pre-flight's recommendation for
         the instance's vCPUs, enforced by load slots on the database server) or an int (what
         runs, whatever pre-flight advises; also Airflow's ``max_active_tis_per_dagrun`` on the
@@ -221,6 +227,7 @@ def bulk_load_table(
         reboot_policy=reboot_policy,
         mode=mode,
         upsert_keys=upsert_keys,
+        load_batch_size=load_batch_size,
     )
     timing: dict[str, Any] = {"pre_execute": record_start, "post_execute": record_end}
     bulk_target = BulkModeTarget(
@@ -284,6 +291,7 @@ def bulk_load_table(
             sort=sort_by_primary_key,
             bulk_mode=bulk_mode != "off",
             fail_on=fail_on,
+            load_batch_size=None if dry_run else load_batch_size,
             **moded,
             **timing,
         )
@@ -361,7 +369,7 @@ def bulk_load_table(
                 load_kwargs,
                 "load_kwargs",
             ),
-        ).expand(chunk=chunks)
+        ).expand(chunk=chunks if load_batch_size is None else preflight.load_batches())
         # a literal setting is checked now, not after the load (a template only renders then)
         check_finalize_extra(finalize_kwargs)
         finalize = FinalizeTableOperator(

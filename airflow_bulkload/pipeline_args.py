@@ -16,6 +16,7 @@ from airflow_bulkload.bulk_mode.policy import check_reboot_policy
 from airflow_bulkload.hooks.bulk_load import LOAD_METHODS
 from airflow_bulkload.knobs import check_bool, check_memory_setting, parse_parallelism
 from airflow_bulkload.modes import MODES, parse_mode, parse_mode_arguments
+from airflow_bulkload.staging.planning import parse_size
 
 AUTO = "auto"
 BULK_MODES = (AUTO, "off")
@@ -65,11 +66,15 @@ def check_finalize_extra(extra: dict[str, Any] | None) -> None:
             templated[key](value, name)
 
 
-#: how the UI names a mapped load task: its chunk's object (and bytes, for a range)
+#: how the UI names a mapped load task: its (batch's first) chunk's object, bytes for a range,
+#: and how many more chunks its batch holds
 CHUNK_MAP_INDEX = (
-    "{{ task.chunk['uri'].rsplit('/', 1)[-1] }}"
-    "{% if task.chunk.get('byte_range') %} bytes {{ task.chunk['byte_range'][0] }}-"
-    "{{ task.chunk['byte_range'][1] }}{% endif %}"
+    "{% set first = task.chunk if task.chunk is mapping else task.chunk[0] %}"
+    "{{ first['uri'].rsplit('/', 1)[-1] }}"
+    "{% if first.get('byte_range') %} bytes {{ first['byte_range'][0] }}-"
+    "{{ first['byte_range'][1] }}{% endif %}"
+    "{% if task.chunk is not mapping and task.chunk | length > 1 %}"
+    " +{{ task.chunk | length - 1 }} more{% endif %}"
 )
 #: how the UI names a mapped staging task: its group and first input file
 GROUP_MAP_INDEX = (
@@ -119,6 +124,7 @@ def check_pipeline_arguments(
     reboot_policy: str,
     mode: str,
     upsert_keys: list[str] | str | None,
+    load_batch_size: str | int | None = None,
 ) -> None:
     """Refuse, when the DAG is parsed, arguments no run could use (``ValueError``).
 
@@ -137,6 +143,14 @@ def check_pipeline_arguments(
     for name, value in (("drop_indexes", drop_indexes), ("drop_primary_key", drop_primary_key)):
         if isinstance(value, str) and value != AUTO:
             raise ValueError(f"{name} must be 'auto', True or False, got {value!r}")
+    if (
+        load_batch_size is not None
+        and "{{" not in str(load_batch_size)
+        and (isinstance(load_batch_size, bool) or parse_size(load_batch_size) < 1)
+    ):
+        raise ValueError(
+            f"load_batch_size must be a size such as '2GB', or None, got {load_batch_size!r}"
+        )
     if bulk_mode != "off" and "{{" not in reboot_policy:
         check_reboot_policy(reboot_policy)  # the operator checks again once rendered
     if "{{" not in str(mode):

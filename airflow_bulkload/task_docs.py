@@ -51,9 +51,9 @@ TASK_DOCS: dict[str, str] = {
         "`restore_table` when the load fails."
     ),
     "load": (
-        "**Load one chunk** in one transaction (COPY / LOAD DATA), recorded in the chunk "
-        "ledger: a retry of a committed chunk is a no-op, a failed chunk leaves no row behind. "
-        "The log gives rows, bytes and rows/s."
+        "**Load a batch of chunks**, one after another, each in one transaction (COPY / LOAD "
+        "DATA) recorded in the chunk ledger: a retry skips the chunks that committed, a failed "
+        "chunk leaves no row behind. The log gives rows, bytes and rows/s per chunk."
     ),
     "finalize_table": (
         "**Finalize**: rebuild the dropped indexes and constraints, autovacuum back on, "

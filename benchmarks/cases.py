@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from airflow_bulkload.staging.load_batches import DEFAULT_BATCH_BYTES, batch_count
 from benchmarks.airflow_runs import AirflowSandbox
 from benchmarks.cluster import BenchCluster, ScheduledRun, start_cluster, wait_seconds
 from benchmarks.datasets import Dataset
@@ -469,8 +470,8 @@ def noop():
 
 
 @task
-def stage():
-    return list(range({chunks}))
+def preflight():
+    return list(range({chunks}))  # one batch of chunks per load task
 
 
 @task(max_active_tis_per_dagrun={parallel})
@@ -481,31 +482,36 @@ def load(chunk):
 with DAG(
     dag_id={dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")
 ) as dag:
-    chunks = stage()
+    staged = noop.override(task_id="stage")()
+    batches = preflight()
     setup = [noop.override(task_id=name)() for name in {setup!r}]
-    loads = load.expand(chunk=chunks)
+    loads = load.expand(chunk=batches)
     finalize, checkpoint, report = (noop.override(task_id=n)() for n in {after!r})
     restore, exit_ = (noop.override(task_id=n, trigger_rule="all_done")() for n in {teardown!r})
-    chain(chunks, *setup, loads, finalize, checkpoint)
+    chain(staged, batches, *setup, loads, finalize, checkpoint)
     checkpoint >> report
     checkpoint >> restore >> exit_
 """
 #: the pipeline's tasks in order, around the mapped loads (its teardowns last)
-FLOOR_SETUP_TASKS = (
-    *("preflight", "claim_table", "withdraw_superseded", "enter_bulk_mode", "prepare_table"),
-)
+FLOOR_SETUP_TASKS = ("claim_table", "withdraw_superseded", "enter_bulk_mode", "prepare_table")
 FLOOR_AFTER_TASKS = ("finalize_table", "checkpoint", "report")
 
 
 def airflow_floor(bench: Bench, db: TestDatabase) -> Outcome:
     """Airflow's own share: the pipeline's task graph, with tasks that do nothing, on the same
-    deployment (one mapped load task per part, as many at once as the pipeline's sessions). Its
-    wall time is what scheduling and task start-up cost before any work; the table stays empty."""
+    deployment (as many mapped load tasks as the pipeline deals batches, at most the pipeline's
+    sessions at once). Its wall time is what scheduling and task start-up cost before any work;
+    the table stays empty."""
     bench.engine.create_table(db, bench.dataset, indexed=True)
     dag_id = f"bench_airflow_floor_{db.name}"
     source = AIRFLOW_FLOOR_DAG.format(
         dag_id=dag_id,
-        chunks=len(bench.source.keys),
+        chunks=batch_count(
+            bench.source.raw_bytes,
+            len(bench.source.keys),  # a gzip part is one chunk
+            sessions=bench.parallel,
+            batch_bytes=DEFAULT_BATCH_BYTES,
+        ),
         parallel=bench.parallel,
         setup=FLOOR_SETUP_TASKS,
         after=FLOOR_AFTER_TASKS,

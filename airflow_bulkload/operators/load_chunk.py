@@ -1,9 +1,9 @@
-"""LoadChunkOperator: one staged chunk into one table, exactly once."""
+"""LoadChunkOperator: one staged chunk (or a batch of them) into one table, exactly once."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -41,8 +41,15 @@ class LoadChunkOperator(TableTaskOperator):
     One transaction per chunk: the chunk ledger makes a retry of a committed chunk a no-op and a
     failed chunk leaves no rows behind. The row count is checked against the manifest.
 
+    ``chunk`` may also be a batch, a list of chunks loaded one after another in one task (see
+    :mod:`~airflow_bulkload.staging.load_batches`; ``bulk_load_table`` deals them with
+    ``load_batch_size``): one task launch for several chunks, each still its own transaction
+    and ledger entry, so a retried batch skips what it committed and loads the rest. The task
+    then returns a list of chunk results.
+
     :param table: target table, ``schema.table`` (PostgreSQL) or ``db.table``/``table`` (MySQL).
-    :param chunk: a manifest chunk entry (dict from :class:`~airflow_bulkload.staging.ChunkSpec`).
+    :param chunk: a manifest chunk entry (dict from :class:`~airflow_bulkload.staging.ChunkSpec`),
+        or a list of them (a batch).
     :param conn_id: a ``postgres`` or ``mysql`` connection; the SQL dialect follows its type.
     :param aws_conn_id: AWS connection for reading the chunk (``client``) or the region (server side).
     :param method: ``client`` (stream through the worker), ``rds_s3`` (RDS/Aurora PostgreSQL
@@ -80,14 +87,14 @@ class LoadChunkOperator(TableTaskOperator):
         "mode",
     )
     ui_color = "#d9f0ff"
-    #: the chunk's result once it is in the table, for OpenLineage (set by ``execute``)
-    _loaded: ChunkResult | None = None
+    #: the chunks' results once they are in the table, for OpenLineage (set by ``execute``)
+    _loaded: list[ChunkResult] | None = None
 
     def __init__(
         self,
         *,
         table: str,
-        chunk: dict[str, Any],
+        chunk: dict[str, Any] | list[dict[str, Any]],
         conn_id: str,
         aws_conn_id: str | None = "aws_default",
         method: str = "client",
@@ -121,6 +128,7 @@ class LoadChunkOperator(TableTaskOperator):
         Run by ``execute`` before the chunk is read, with the templated fields rendered.
         """
         check_method(self.method)
+        self._chunk_dicts()
         self._max_concurrent_loads()
         parse_flag(self.validate_only, "validate_only")
         parse_mode(self.mode)
@@ -128,11 +136,29 @@ class LoadChunkOperator(TableTaskOperator):
     def _max_concurrent_loads(self) -> int | None:
         return parse_optional_int(self.max_concurrent_loads, "max_concurrent_loads")
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    def _chunk_dicts(self) -> list[Mapping[str, Any]]:
+        """The chunks to load, in order: ``chunk`` itself, or each chunk of a batch."""
+        chunks = [self.chunk] if isinstance(self.chunk, Mapping) else self.chunk
+        if not isinstance(chunks, list) or not all(isinstance(c, Mapping) for c in chunks):
+            raise ValueError(
+                f"chunk must be a manifest chunk (a dict) or a list of them, got "
+                f"{type(self.chunk).__name__}"
+            )
+        return chunks
+
+    def _returned(self, results: list[ChunkResult]) -> dict[str, Any] | list[dict[str, Any]]:
+        """One chunk's result as a dict, a batch's as a list (what ``chunk`` was)."""
+        if isinstance(self.chunk, Mapping):
+            return results[0].to_dict()
+        return [r.to_dict() for r in results]
+
+    def execute(self, context: Context) -> dict[str, Any] | list[dict[str, Any]]:
         validate_or_fail(self.validate)
         return self._run(context, deadline=None)
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any]
+    ) -> dict[str, Any] | list[dict[str, Any]]:
         """Resume after :class:`LoadSlotFreeTrigger`: load now, or wait again if beaten to it."""
         if event.get("status") == "timeout":
             raise LoadSlotsBusyError(
@@ -143,14 +169,15 @@ class LoadChunkOperator(TableTaskOperator):
             raise BulkLoadError(f"waiting for a load slot of {self.table} failed: {event}")
         return self._run(context, deadline=float(event["deadline"]))
 
-    def _run(self, context: Context, deadline: float | None) -> dict[str, Any]:
-        spec = ChunkSpec.from_dict(self.chunk)
+    def _run(
+        self, context: Context, deadline: float | None
+    ) -> dict[str, Any] | list[dict[str, Any]]:
+        batch = [ChunkSpec.from_dict(dict(c)) for c in self._chunk_dicts()]
+        hook = self.bulk_load_hook()
         if parse_flag(self.validate_only, "validate_only"):
             try:
-                return (
-                    self.bulk_load_hook()
-                    .try_chunk(self.table, spec, columns=self.columns)
-                    .to_dict()
+                return self._returned(
+                    [hook.try_chunk(self.table, spec, columns=self.columns) for spec in batch]
                 )
             except (ChunkLoadError, ChunkConflictError) as exc:
                 raise AirflowFailException(str(exc)) from exc
@@ -161,36 +188,48 @@ class LoadChunkOperator(TableTaskOperator):
         into = LoadModesHook(self.conn_id, self.aws_conn_id).load_table(
             self.table, parse_mode(self.mode)
         )
-        try:
-            result = self._load(self.bulk_load_hook(), into, spec, load_id, 0 if defers else None)
-        except LoadSlotsBusyError:
-            if not defers or slots is None:
-                raise
-            self._defer(into, slots, deadline or time.time() + self.slot_wait_timeout)
-        except (ChunkLoadError, ChunkConflictError) as exc:
-            # bad data stays bad: fail now rather than retry (the transaction left nothing behind)
-            raise AirflowFailException(str(exc)) from exc
-        self._loaded = result
-        return result.to_dict()
+        results: list[ChunkResult] = []
+        for spec in batch:
+            try:
+                result = self._load(hook, into, spec, load_id, 0 if defers else None)
+            except LoadSlotsBusyError:
+                if not defers or slots is None:
+                    raise
+                # the resumed task starts the batch again: the ledger skips what committed
+                self._defer(into, slots, deadline or time.time() + self.slot_wait_timeout)
+            except (ChunkLoadError, ChunkConflictError) as exc:
+                # bad data stays bad: fail now rather than retry (its transaction left nothing)
+                raise AirflowFailException(str(exc)) from exc
+            results.append(result)
+            if len(batch) > 1:
+                self.log.info(
+                    "batch: %d of %d chunks done, %d rows (%s)",
+                    len(results),
+                    len(batch),
+                    sum(r.rows for r in results),
+                    "skipped, already loaded" if result.skipped else "loaded",
+                )
+        self._loaded = results
+        return self._returned(results)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        """OpenLineage: the chunk's S3 object in, the table out.
+        """OpenLineage: the chunks' S3 objects in, the table out.
 
-        The table comes with its schema and the chunk's rows and bytes (also when an earlier try
+        The table comes with its schema and the chunks' rows and bytes (also when an earlier try
         had committed them: they are in the table).
         """
         from airflow_bulkload.lineage import load_lineage
 
-        if self._loaded is None:
+        if not self._loaded:
             from airflow.providers.openlineage.extractors import OperatorLineage
 
             return OperatorLineage()
         return load_lineage(
             self.bulk_load_hook(),
             self.table,
-            [self._loaded.uri],
-            rows=self._loaded.rows,
-            nbytes=self._loaded.bytes,
+            list(dict.fromkeys(r.uri for r in self._loaded)),
+            rows=sum(r.rows for r in self._loaded),
+            nbytes=sum(r.bytes for r in self._loaded),
         )
 
     def _defer(self, into: str, slots: int, deadline: float) -> NoReturn:

@@ -24,10 +24,16 @@ from airflow_bulkload.modes import parse_mode, parse_mode_arguments
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.s3io import s3_client
-from airflow_bulkload.staging.manifest import read_manifest
+from airflow_bulkload.staging.load_batches import deal_chunks
+from airflow_bulkload.staging.manifest import Manifest, read_manifest
+from airflow_bulkload.staging.planning import parse_size
 
 #: the plan's knobs that the task also pushes one by one, each under :func:`plan_xcom_key`
 PLAN_KNOBS = ("parallelism", "drop_indexes", "sort", "chunk_size", "index_build_parallelism")
+
+
+#: a read manifest, a manifest dict, or the staging task's list of chunk dicts
+ManifestInput = Manifest | Mapping[str, Any] | Sequence[Mapping[str, Any]] | None
 
 
 def plan_xcom_key(knob: str) -> str:
@@ -45,7 +51,8 @@ class PreflightCheckOperator(TableTaskOperator):
     and chunk size.
 
     The report (``findings`` + ``plan``, see :class:`~airflow_bulkload.advice.PreflightReport`) is
-    returned to XCom and logged as a table. Each knob of ``plan`` is also pushed under its own XCom
+    returned to XCom (with ``load_batch_size``: pushed under the key ``report``, and the load
+    batches are returned) and logged as a table. Each knob of ``plan`` is also pushed under its own XCom
     key, ``plan_<knob>`` (:data:`PLAN_KNOBS`), so another task takes it as a native value:
     ``preflight.planned("parallelism")``. The pipeline uses them for every knob left on
     ``"auto"``. The task fails when a finding has a severity listed by ``fail_on``; the report is
@@ -83,6 +90,12 @@ class PreflightCheckOperator(TableTaskOperator):
     :param upsert_keys: with ``mode="upsert"``: the unique key to merge on (default the primary
         key).
     :param ignore_rules: rule ids whose findings are dropped (e.g. ``["triggers"]``).
+    :param load_batch_size: deal the manifest's chunks into load batches, one per load session
+        of the plan and more when a session's share would pass this size (uncompressed, e.g.
+        ``"2GB"``; see :mod:`~airflow_bulkload.staging.load_batches`), and return them instead of
+        the report (which is then under the XCom key ``report``), for a ``LoadChunkOperator``
+        mapped over them: ``expand(chunk=preflight.load_batches())`` (Airflow maps over return
+        values only). ``None`` (default): the report is returned.
     """
 
     template_fields: Sequence[str] = (
@@ -105,6 +118,7 @@ class PreflightCheckOperator(TableTaskOperator):
         "ignore_rules",
         "mode",
         "upsert_keys",
+        "load_batch_size",
     )
     ui_color = "#fff4d6"
 
@@ -134,11 +148,13 @@ class PreflightCheckOperator(TableTaskOperator):
         ignore_rules: Sequence[str] = (),
         mode: str = "append",
         upsert_keys: list[str] | str | None = None,
+        load_batch_size: int | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
         self.mode = mode
         self.upsert_keys = upsert_keys
+        self.load_batch_size = load_batch_size
         self.manifest = manifest
         self.input_bytes = input_bytes
         self.input_rows = input_rows
@@ -166,6 +182,15 @@ class PreflightCheckOperator(TableTaskOperator):
         """
         return PlainXComArg(operator=self, key=plan_xcom_key(knob))
 
+    def load_batches(self) -> XComArg:
+        """The manifest's chunks dealt into load batches (needs ``load_batch_size``).
+
+        For ``LoadChunkOperator.partial(...).expand(chunk=preflight.load_batches())``.
+        """
+        if self.load_batch_size is None:
+            raise ValueError(f"{self.task_id}: load_batches() needs load_batch_size")
+        return self.output
+
     def validate(self) -> None:
         """Refuse an unknown method or severity and knobs that do not parse (``ValueError``).
 
@@ -175,8 +200,20 @@ class PreflightCheckOperator(TableTaskOperator):
         failing_severities(self.fail_on)
         self._options()
         parse_mode_arguments(self.mode, self.upsert_keys)
+        self._load_batch_bytes()
 
-    def execute(self, context: Context) -> dict[str, Any]:
+    def _load_batch_bytes(self) -> int | None:
+        """The batch bound in bytes; ``None`` when none is given or it renders empty."""
+        if self.load_batch_size is None or self.load_batch_size == "":
+            return None
+        if isinstance(self.load_batch_size, bool):
+            raise ValueError(f"load_batch_size must be a size, got {self.load_batch_size!r}")
+        value = parse_size(self.load_batch_size)
+        if value < 1:
+            raise ValueError(f"load_batch_size must be more than 0, got {self.load_batch_size!r}")
+        return value
+
+    def execute(self, context: Context) -> dict[str, Any] | list[list[dict[str, Any]]]:
         validate_or_fail(self.validate)
         # a mode the table cannot take as promised is refused before anything changes
         LoadModesHook(self.conn_id, self.aws_conn_id).check_mode(
@@ -218,10 +255,11 @@ class PreflightCheckOperator(TableTaskOperator):
                 instance.multi_az,
                 ", ".join(instance.parameter_groups) or "-",
             )
+        manifest = self._read_manifest()
         inputs = PreflightInputs(
             engine=hook.dialect.name,
             table=table_info,
-            input=self._input_summary(),
+            input=self._input_summary(manifest),
             instance=instance,
             server=server,
             options=self._options(),
@@ -230,21 +268,54 @@ class PreflightCheckOperator(TableTaskOperator):
         self.log.info("\n%s", report.format_table())
         result = report.to_dict()
         failures = report.failures(self.fail_on)
-        if failures:
+        if failures or self.load_batch_size is not None:
             context["ti"].xcom_push(key="report", value=result)
+        if failures:
             raise PreflightFailedError(_failure_message(report, failures, self.fail_on))
         for knob in PLAN_KNOBS:
             context["ti"].xcom_push(key=plan_xcom_key(knob), value=result["plan"][knob])
+        if self.load_batch_size is not None:
+            return self._load_batches(
+                manifest, result["plan"]["parallelism"], self._load_batch_bytes()
+            )
         return result
 
+    def _load_batches(
+        self, manifest: ManifestInput, sessions: int, batch_bytes: int | None
+    ) -> list[list[dict[str, Any]]]:
+        if manifest is None:
+            raise ValueError(f"{self.task_id}: load_batch_size needs the manifest to deal")
+        if isinstance(manifest, Manifest):
+            chunks = [c.to_dict() for c in manifest.chunks]
+        elif isinstance(manifest, Mapping):
+            chunks = list(manifest["chunks"]) if "chunks" in manifest else [dict(manifest)]
+        else:
+            chunks = [dict(c) for c in manifest]
+        batches = (
+            deal_chunks(chunks, sessions=max(int(sessions), 1), batch_bytes=batch_bytes)
+            if batch_bytes
+            else [[chunk] for chunk in chunks]  # rendered empty: one task per chunk
+        )
+        self.log.info(
+            "%d chunk(s) dealt into %d load task(s) of %s",
+            len(chunks),
+            len(batches),
+            ", ".join(str(len(b)) for b in batches) or "none",
+        )
+        return batches
+
     # -- inputs -----------------------------------------------------------------------------------
-    def _input_summary(self) -> InputSummary | None:
-        manifest = self.manifest
+    def _read_manifest(self) -> ManifestInput:
+        if not self.manifest:
+            return None
+        if isinstance(self.manifest, str):
+            return read_manifest(s3_client(self.aws_conn_id), self.manifest, required=True)
+        return self.manifest
+
+    def _input_summary(self, manifest: ManifestInput) -> InputSummary | None:
         if manifest:
-            if isinstance(manifest, str):
-                return InputSummary.from_manifest(
-                    read_manifest(s3_client(self.aws_conn_id), manifest, required=True)
-                )
+            if isinstance(manifest, Manifest):
+                return InputSummary.from_manifest(manifest)
             if isinstance(manifest, Mapping):
                 if "chunks" in manifest:
                     return InputSummary.from_chunks(manifest["chunks"], manifest.get("sort_key"))

@@ -250,8 +250,10 @@ class LoadReportOperator(TableTaskOperator):
         ti = context["ti"]
         results = [
             r
-            # no map_indexes: every map index's value (one value when there is one)
-            for r in _as_list(ti.xcom_pull(task_ids=self.load_task_id))
+            # no map_indexes: every map index's value (one value when there is one), a chunk's
+            # result or a batch's list of them
+            for value in _as_list(ti.xcom_pull(task_ids=self.load_task_id))
+            for r in (value if isinstance(value, list) else [value])
             if isinstance(r, Mapping)
         ]
         stages: dict[str, float | None] = {}

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from airflow_bulkload.advice import InputSummary
 from airflow_bulkload.operators import PreflightCheckOperator
 
 MB = 1_000_000
@@ -22,14 +23,18 @@ def _chunks(n: int) -> list[dict[str, object]]:
     ]
 
 
+def _summary(op: PreflightCheckOperator) -> InputSummary | None:
+    return op._input_summary(op._read_manifest())
+
+
 def test_manifest_as_chunk_list_dict_or_estimate() -> None:
-    summary = _op(manifest=_chunks(3))._input_summary()
+    summary = _summary(_op(manifest=_chunks(3)))
     assert summary is not None and summary.chunk_count == 3 and summary.total_rows == 30
-    summary = _op(manifest={"chunks": _chunks(2), "sort_key": ["id"]})._input_summary()
+    summary = _summary(_op(manifest={"chunks": _chunks(2), "sort_key": ["id"]}))
     assert summary is not None and summary.sorted_by == ("id",)
-    summary = _op(input_bytes="5000000000", input_rows="10", sorted_by=["id"])._input_summary()
+    summary = _summary(_op(input_bytes="5000000000", input_rows="10", sorted_by=["id"]))
     assert summary is not None and summary.total_bytes == 5 * 10**9 and not summary.staged
-    assert _op()._input_summary() is None
+    assert _summary(_op()) is None
 
 
 def test_knobs_auto_or_explicit_including_rendered_text() -> None:
@@ -61,3 +66,29 @@ def test_bad_method_and_fail_on_are_refused_by_validate() -> None:
         _op(method="ftp").validate()
     with pytest.raises(ValueError):
         _op(fail_on="fatal").validate()
+
+
+def test_load_batches_deal_the_manifests_chunks_one_batch_per_session() -> None:
+    op = _op(manifest={"chunks": _chunks(8)}, load_batch_size="2GB")
+    batches = op._load_batches(op._read_manifest(), 2, op._load_batch_bytes())
+    assert [len(b) for b in batches] == [4, 4]
+    assert sorted(c["index"] for b in batches for c in b) == list(range(8))  # each chunk once
+    # a bound smaller than a session's share makes more, smaller batches
+    op = _op(manifest=_chunks(8), load_batch_size="500MB")
+    assert len(op._load_batches(op._read_manifest(), 2, op._load_batch_bytes())) == 4
+    # rendered empty: one task per chunk
+    op = _op(manifest=_chunks(3), load_batch_size="")
+    assert op._load_batches(op._read_manifest(), 2, op._load_batch_bytes()) == [
+        [c] for c in _chunks(3)
+    ]
+
+
+@pytest.mark.parametrize("size", ["0", "-1GB", "lots", True])
+def test_load_batch_size_that_is_no_size_is_refused(size: object) -> None:
+    with pytest.raises(ValueError, match=r"load_batch_size|size"):
+        _op(load_batch_size=size).validate()
+
+
+def test_load_batches_without_load_batch_size_is_a_wiring_error() -> None:
+    with pytest.raises(ValueError, match="needs load_batch_size"):
+        _op().load_batches()
