@@ -138,7 +138,7 @@ class LoadChunkOperator(TableTaskOperator):
 
     def _chunk_dicts(self) -> list[Mapping[str, Any]]:
         """The chunks to load, in order: ``chunk`` itself, or each chunk of a batch."""
-        chunks = [self.chunk] if isinstance(self.chunk, Mapping) else self.chunk
+        chunks: list[Any] = [self.chunk] if isinstance(self.chunk, Mapping) else self.chunk
         if not isinstance(chunks, list) or not all(isinstance(c, Mapping) for c in chunks):
             raise ValueError(
                 f"chunk must be a manifest chunk (a dict) or a list of them, got "
