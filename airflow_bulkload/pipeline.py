@@ -56,6 +56,7 @@ from airflow_bulkload.pipeline_args import (
     with_extra,
 )
 from airflow_bulkload.pipeline_staging import add_staging
+from airflow_bulkload.staging.options import PRESORTED
 from airflow_bulkload.task_docs import TASK_DOCS, describe_tasks
 
 __all__ = ["bulk_load_table", "default_group_id", "mode_param", "reload_param"]
@@ -142,7 +143,10 @@ def bulk_load_table(
         empties a formerly empty table whose load broke them); ``False`` keeps them.
     :param sort_by_primary_key: stage the input sorted by the table's primary key (tables without
         one are staged unsorted). ``"auto"`` (default): on MySQL only, where InnoDB's clustered
-        key makes key order pay; a PostgreSQL heap gains nothing worth the sort.
+        key makes key order pay; a PostgreSQL heap gains nothing worth the sort. ``"presorted"``:
+        the input is already in primary-key order (each file, and the files in the order
+        listed, as an export or Spark writes it): nothing sorts it, MySQL loads it as sorted,
+        and a PostgreSQL input can still load as stored.
     :param chunk_size: target uncompressed chunk size, e.g. ``"256MB"``.
     :param load_batch_size: the chunks are dealt into one ``load`` task per load session, each
         loading its batch one chunk after another (each chunk its own transaction and ledger
@@ -288,7 +292,8 @@ def bulk_load_table(
             method=method,
             parallelism=parallelism,
             drop_indexes=drop_indexes,
-            sort=sort_by_primary_key,
+            # declared in key order: nothing sorts, and the manifest tells pre-flight the order
+            sort=False if sort_by_primary_key == PRESORTED else sort_by_primary_key,
             bulk_mode=bulk_mode != "off",
             fail_on=fail_on,
             load_batch_size=None if dry_run else load_batch_size,

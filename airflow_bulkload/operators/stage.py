@@ -13,6 +13,7 @@ from airflow_bulkload.operators.base import StagingWorkerOperator
 from airflow_bulkload.operators.validation import validate_or_fail
 from airflow_bulkload.s3io import check_upload_args
 from airflow_bulkload.staging.manifest import FileFormat
+from airflow_bulkload.staging.options import PRESORTED
 from airflow_bulkload.staging.planning import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_MAX_MAP_LENGTH,
@@ -94,6 +95,10 @@ class StageToS3Operator(StagingWorkerOperator):
     :param sort_by_primary_key: read the sort key and its types from ``table`` through
         ``conn_id`` (PostgreSQL or MySQL connection). ``"auto"``: only where it pays, on MySQL
         (InnoDB stores rows in key order; input in key order loaded ≈20 % faster, measured).
+        ``"presorted"``: the input is already in primary-key order (each file, and the files in
+        the order listed, as Spark, Athena CTAS or a database export write it): nothing sorts
+        it, and the manifest says it is in key order, so MySQL loads it as sorted and staging
+        needs no sort's memory or disk. A wrong declaration loads the same rows, only slower.
     :param conn_id: database connection for ``sort_by_primary_key``.
     :param aws_conn_id: AWS connection for S3 input and the staging bucket.
     :param chunk_size: target uncompressed chunk size, e.g. ``"256MB"`` or bytes.
@@ -201,10 +206,10 @@ class StageToS3Operator(StagingWorkerOperator):
 
     def validate(self) -> None:
         """Refuse contradictory or unknown sort options (``ValueError``); run by ``execute``."""
-        if self.sort_by_primary_key not in (True, False, "auto"):
+        if self.sort_by_primary_key not in (True, False, "auto", PRESORTED):
             raise ValueError(
-                "sort_by_primary_key must be True, False or 'auto', "
-                f"got {self.sort_by_primary_key!r}"
+                "sort_by_primary_key must be True, False or 'auto' (or 'presorted' for input "
+                f"already in key order), got {self.sort_by_primary_key!r}"
             )
         if self.sort_by_primary_key and self.sort_key:
             raise ValueError("give either sort_key or sort_by_primary_key, not both")
@@ -260,7 +265,24 @@ class StageToS3Operator(StagingWorkerOperator):
             say("the input is staged, not loaded as stored: %s", "; ".join(reasons))
         return not reasons
 
+    def _presorted_key(self) -> list[str]:
+        """The table's primary key, when the input is declared to be in its order."""
+        if self.sort_by_primary_key != PRESORTED:
+            return []
+        from airflow_bulkload.hooks.bulk_load import BulkLoadHook
+
+        key = BulkLoadHook(conn_id=str(self.conn_id)).primary_key(self.table)
+        if not key:
+            self.log.warning("%s has no primary key: 'presorted' declares no order", self.table)
+            return []
+        self.log.info(
+            "not sorting: the input is declared in the order of %s's key %s", self.table, key
+        )
+        return key
+
     def _sort_key(self) -> tuple[list[str], list[str]]:
+        if self.sort_by_primary_key == PRESORTED:
+            return [], []
         if self.sort_by_primary_key:
             from airflow_bulkload.hooks.bulk_load import BulkLoadHook
 
@@ -312,6 +334,7 @@ class StageToS3Operator(StagingWorkerOperator):
             columns=list(self.columns) if self.columns else None,
             sort_key=sort_key,
             sort_types=sort_types,
+            presorted_key=self._presorted_key(),
             chunk_size=parse_size(self.chunk_size),
             compression=compression,
             compress_level=self.compress_level,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal, overload
 
@@ -287,3 +287,32 @@ def write_manifest(
         Body=manifest.to_json().encode("utf-8"),
         **{**upload_args, "ContentType": "application/json"},
     )
+
+
+def _comparable(key: Sequence[Any] | None) -> tuple[Any, ...] | None:
+    """A chunk key as numbers where every part reads as one, else as text; ``None`` if absent."""
+    if not key:
+        return None
+    try:
+        return tuple(int(str(part)) for part in key)
+    except ValueError:
+        return tuple(str(part) for part in key)
+
+
+def first_out_of_order(chunks: Sequence[ChunkSpec]) -> int | None:
+    """The index of the first chunk whose key runs back, or ``None`` when the keys are in order.
+
+    A key runs back when a chunk's last key is below its first, or its first below the previous
+    chunk's last. A check of a declared order, by the keys staging recorded (text keys compare as text, which
+    may differ from the table's collation): it can tell an input is not sorted, never that it is.
+    """
+    previous: tuple[Any, ...] | None = None
+    for chunk in chunks:
+        first, last = _comparable(chunk.first_key), _comparable(chunk.last_key)
+        for earlier, later in ((previous, first), (first, last)):
+            if earlier is None or later is None or type(earlier[0]) is not type(later[0]):
+                continue  # absent, or numbers against text
+            if later < earlier:
+                return chunk.index
+        previous = last if last is not None else previous
+    return None

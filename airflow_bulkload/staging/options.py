@@ -10,6 +10,8 @@ from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.planning import DEFAULT_MAX_MAP_LENGTH
 
 COMPRESSIONS = ("gzip", "none")
+#: ``sort_by_primary_key`` for input already in primary-key order: declared, not sorted
+PRESORTED = "presorted"
 
 
 @dataclass(frozen=True)
@@ -20,6 +22,9 @@ class StagingOptions:
     columns: list[str] | None = None
     sort_key: list[str] = field(default_factory=list)
     sort_types: list[str] = field(default_factory=list)
+    #: the key the input declares itself in order of (within each file, and the files in the
+    #: order listed): nothing sorts it, and the manifest records it as the input's sort key
+    presorted_key: list[str] = field(default_factory=list)
     chunk_size: int = 256_000_000
     compression: str = "gzip"
     compress_level: int = 1
@@ -53,6 +58,10 @@ class StagingOptions:
             raise ValueError(f"compression must be one of {COMPRESSIONS}, got {self.compression!r}")
         if len(self.sort_types) != len(self.sort_key):
             raise ValueError("sort_types needs one type per sort_key column")
+        if self.sort_key and self.presorted_key:
+            raise ValueError(
+                "an input is either sorted by staging (sort_key) or presorted, not both"
+            )
         if not 0 <= self.compress_level <= 9:
             raise ValueError(f"compress_level must be 0-9, got {self.compress_level}")
         check_upload_args(self.upload_args)
@@ -69,6 +78,11 @@ class StagingOptions:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "file_format": self.file_format.to_dict()}
+
+    @property
+    def ordered_by(self) -> list[str] | None:
+        """The key the staged chunks are in order of: the sort's, or the one declared."""
+        return list(self.sort_key or self.presorted_key) or None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> StagingOptions:
@@ -87,6 +101,8 @@ class StagingOptions:
             "compression": self.compression,
             "compress_level": self.compress_level,
             **({"direct": True, "quoted_newlines": self.quoted_newlines} if self.direct else {}),
+            # the manifest says what order the input is in
+            **({"presorted_key": self.presorted_key} if self.presorted_key else {}),
             # other records are staged with a threshold than without one
             **({"max_errors": self.max_errors} if self.max_errors else {}),
         }

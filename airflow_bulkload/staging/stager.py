@@ -23,6 +23,7 @@ from airflow_bulkload.staging.direct import DirectRefusedError, plan_direct
 from airflow_bulkload.staging.manifest import (
     ChunkSpec,
     Manifest,
+    first_out_of_order,
     read_manifest,
     write_manifest,
 )
@@ -387,12 +388,22 @@ def staged_manifest(
     sources: Sequence[SourceFile],
 ) -> Manifest:
     """The manifest of staged ``chunks`` made from ``sources``, totals summed over the chunks."""
+    if options.presorted_key and chunks and chunks[0].key_columns == options.presorted_key:
+        broken = first_out_of_order(chunks)
+        if broken is not None:
+            log.warning(
+                "the input is declared in the order of %s, but chunk %d's keys run back: it loads "
+                "as unsorted input does (slower on MySQL, the same rows); sort it, or drop "
+                "'presorted' to let staging sort it",
+                options.presorted_key,
+                broken,
+            )
     return Manifest(
         input_fingerprint=fingerprint,
         file_format=STAGED_FORMAT.to_dict(),
         columns=columns,
         chunks=chunks,
-        sort_key=list(options.sort_key) or None,
+        sort_key=options.ordered_by,
         total_rows=sum(c.rows or 0 for c in chunks),
         total_bytes=sum(c.bytes for c in chunks),
         created_at=datetime.now(UTC).isoformat(),
@@ -433,6 +444,7 @@ def _plan_direct(
         file_format=options.file_format.without_header().to_dict(),
         columns=columns,
         chunks=chunks,
+        sort_key=options.ordered_by,
         total_rows=0,  # not known before the load: the ledger counts what loaded
         total_bytes=sum(c.bytes for c in chunks),
         created_at=datetime.now(UTC).isoformat(),

@@ -197,3 +197,28 @@ def test_a_dry_run_stages_checks_and_trials_each_chunk_but_changes_nothing() -> 
     assert tasks["report"].validate_only is True and not tasks["report"].outlets  # type: ignore[attr-defined]
     assert "load_public_t.preflight" in tasks["load"].upstream_task_ids
     assert all(task.doc_md for name, task in tasks.items() if name != "load")
+
+
+def test_loads_map_over_preflights_batches_unless_told_one_task_per_chunk() -> None:
+    dag = pipeline()
+    preflight = dag.get_task("load_public_t.preflight")
+    load = dag.get_task("load_public_t.load")
+    assert preflight.load_batch_size == "2GB"  # type: ignore[attr-defined]
+    [(_, mapped_over)] = load.expand_input.value.items()  # type: ignore[attr-defined]
+    assert mapped_over.operator is preflight  # its return value: the batches
+    per_chunk = pipeline(load_batch_size=None)
+    assert per_chunk.get_task("load_public_t.preflight").load_batch_size is None  # type: ignore[attr-defined]
+    [(_, mapped_over)] = per_chunk.get_task("load_public_t.load").expand_input.value.items()  # type: ignore[attr-defined]
+    assert mapped_over.operator.task_id == "load_public_t.stage"
+
+
+@pytest.mark.parametrize("size", ["0", "lots", True])
+def test_a_load_batch_size_no_run_could_use_is_refused_when_the_dag_is_parsed(size: Any) -> None:
+    with pytest.raises(ValueError, match=r"load_batch_size|size"):
+        pipeline(load_batch_size=size)
+
+
+def test_presorted_input_is_staged_unsorted_and_preflight_is_not_told_to_sort() -> None:
+    dag = pipeline(sort_by_primary_key="presorted")
+    assert dag.get_task("load_public_t.stage").sort_by_primary_key == "presorted"  # type: ignore[attr-defined]
+    assert dag.get_task("load_public_t.preflight").sort is False  # type: ignore[attr-defined]

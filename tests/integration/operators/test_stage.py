@@ -203,3 +203,59 @@ def test_parquet_is_checked_against_the_table_the_operator_describes(
     [chunk] = [json.loads(p.read_text()) for p in (tmp_path / "out-good").glob("chunk-*.json")]
     assert chunk["columns"] == ["id", "v"] and chunk["rows"] == 50
     assert "failed" in str(runs["bad"].state)
+
+
+def _staged_chunks(out: Path) -> list[dict[str, Any]]:
+    return sorted(
+        (json.loads(p.read_text()) for p in out.glob("chunk-*.json")), key=lambda c: c["index"]
+    )
+
+
+def _manifest_at(moto_server: MotoServer, out: Path) -> Manifest:
+    bucket, _, key = (out / "manifest_uri").read_text().removeprefix("s3://").partition("/")
+    return Manifest.from_json(
+        moto_server.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+    )
+
+
+@pytest.mark.parametrize("in_order", [True, False], ids=["in_order", "declared_wrongly"])
+def test_presorted_input_is_not_sorted_and_the_manifest_says_its_order(
+    airflow_db: Path,
+    mysql_db: TestDatabase,
+    moto_server: MotoServer,
+    s3_bucket: str,
+    tmp_path: Path,
+    in_order: bool,
+) -> None:
+    """MySQL would sort by the key: declared presorted, the input's own order is kept (a wrong
+    declaration loads the same rows, only slower), and pre-flight reads the order from the
+    manifest."""
+    mysql_db.query("CREATE TABLE events (id int PRIMARY KEY, v text)")
+    ids = list(range(1, 201))
+    if not in_order:
+        random.Random(5).shuffle(ids)
+    write_csv(tmp_path / "a.csv", [(str(i), f"v{i}") for i in ids[:100]], header=["id", "v"])
+    write_csv(tmp_path / "b.csv", [(str(i), f"v{i}") for i in ids[100:]], header=["id", "v"])
+    out = tmp_path / "out"
+    out.mkdir()
+    run = _run_dag(
+        {
+            "source": str(tmp_path / "*.csv"),
+            "staging": f"s3://{s3_bucket}/staging",
+            "table": "events",
+            "file_format": {"header": True},
+            "sort_by_primary_key": "presorted",
+            "conn_id": mysql_db.conn_id,
+            "chunk_size": "400B",
+        },
+        out,
+    )
+    assert str(run.state) in ("success", "DagRunState.SUCCESS")
+    chunks = _staged_chunks(out)
+    assert len(chunks) > 3
+    # nothing sorted: the chunks hold the input's records in the input's order
+    assert chunks[0]["first_key"] == [str(ids[0])]
+    assert chunks[-1]["last_key"] == [str(ids[-1])]
+    assert sum(c["rows"] for c in chunks) == 200
+    manifest = _manifest_at(moto_server, out)
+    assert manifest.sort_key == ["id"] and not manifest.sort_key_types

@@ -249,3 +249,13 @@ def test_the_database_connection_is_templated(cls: type) -> None:
         "conn_id" in inspect.signature(init).parameters for init in _own_inits(cls)
     ):
         assert "conn_id" in cls.template_fields, cls.__name__
+
+
+def test_presorted_is_a_sort_by_primary_key_value_and_needs_the_table() -> None:
+    StageToS3Operator(
+        task_id="s", sort_by_primary_key="presorted", conn_id="c", **_stage_required()
+    ).validate()
+    with pytest.raises(ValueError, match="needs conn_id"):
+        StageToS3Operator(
+            task_id="s", sort_by_primary_key="presorted", **_stage_required()
+        ).validate()

@@ -3,7 +3,13 @@ from __future__ import annotations
 import pytest
 
 from airflow_bulkload.exceptions import BulkLoadError, InvalidFileFormatError
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, Manifest, read_manifest
+from airflow_bulkload.staging.manifest import (
+    ChunkSpec,
+    FileFormat,
+    Manifest,
+    first_out_of_order,
+    read_manifest,
+)
 
 
 def test_file_format_defaults_per_format() -> None:
@@ -100,3 +106,28 @@ def test_read_manifest_is_the_one_reader_missing_and_broken_are_absent_unless_re
         read_manifest(_S3(b"{not json"), uri, required=True)
     with pytest.raises(BulkLoadError, match="staging bucket 'b' does not exist"):
         read_manifest(_S3(code="NoSuchBucket"), uri)
+
+
+def _keyed(index: int, first: list[object] | None, last: list[object] | None) -> ChunkSpec:
+    return ChunkSpec(
+        uri=f"s3://b/c{index}", checksum="x", index=index, first_key=first, last_key=last
+    )
+
+
+def test_first_out_of_order_compares_numbers_as_numbers() -> None:
+    # staging records keys as text: "9" < "10" only as numbers
+    ordered = [_keyed(0, ["1"], ["9"]), _keyed(1, ["10"], ["99"]), _keyed(2, ["100"], ["100"])]
+    assert first_out_of_order(ordered) is None
+    assert first_out_of_order([_keyed(0, ["1"], ["50"]), _keyed(1, ["40"], ["60"])]) == 1
+    assert first_out_of_order([_keyed(0, ["5"], ["1"])]) == 0  # runs back inside a chunk
+
+
+def test_first_out_of_order_on_text_and_composite_keys_and_missing_ones() -> None:
+    assert (
+        first_out_of_order([_keyed(0, ["a", "1"], ["b", "2"]), _keyed(1, ["b", "3"], ["c", "0"])])
+        is None
+    )
+    assert first_out_of_order([_keyed(0, ["b"], ["c"]), _keyed(1, ["a"], ["d"])]) == 1
+    # no recorded keys (a direct chunk), or numbers against text: nothing to tell
+    assert first_out_of_order([_keyed(0, None, None), _keyed(1, ["1"], ["2"])]) is None
+    assert first_out_of_order([_keyed(0, ["x"], ["y"]), _keyed(1, ["1"], ["2"])]) is None

@@ -191,3 +191,18 @@ def test_max_errors_stages_the_input_and_shapes_its_fingerprint() -> None:
             StagingOptions(max_errors=bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="S3 folder"):
         StagingOptions(max_errors=1, reject_uri="s3://b/rejects.csv")
+
+
+def test_presorted_input_declares_its_order_without_a_sort() -> None:
+    from airflow_bulkload.staging.options import StagingOptions
+
+    declared = StagingOptions(presorted_key=["id"])
+    assert declared.ordered_by == ["id"] and not declared.sort_key
+    assert StagingOptions(sort_key=["id"], sort_types=["BIGINT"]).ordered_by == ["id"]
+    assert StagingOptions().ordered_by is None
+    # the manifest says what order the input is in: a new declaration is a new manifest, and
+    # inputs staged before the option existed keep their fingerprint
+    assert declared.fingerprint_options() != StagingOptions().fingerprint_options()
+    assert "presorted_key" not in StagingOptions().fingerprint_options()
+    with pytest.raises(ValueError, match="not both"):
+        StagingOptions(sort_key=["id"], sort_types=["BIGINT"], presorted_key=["id"])
