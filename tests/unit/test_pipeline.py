@@ -222,3 +222,22 @@ def test_presorted_input_is_staged_unsorted_and_preflight_is_not_told_to_sort() 
     dag = pipeline(sort_by_primary_key="presorted")
     assert dag.get_task("load_public_t.stage").sort_by_primary_key == "presorted"  # type: ignore[attr-defined]
     assert dag.get_task("load_public_t.preflight").sort is False  # type: ignore[attr-defined]
+
+
+def test_a_mapped_load_is_named_by_its_first_chunk_and_how_many_more_it_holds() -> None:
+    from types import SimpleNamespace
+
+    import jinja2
+
+    from airflow_bulkload.pipeline_args import CHUNK_MAP_INDEX
+
+    template = jinja2.Environment().from_string(CHUNK_MAP_INDEX)
+
+    def name(chunk: Any) -> str:
+        return template.render(task=SimpleNamespace(chunk=chunk))
+
+    one = {"uri": "s3://b/p/chunk-00003.csv.gz"}
+    ranged = {"uri": "s3://in/day/big.csv", "byte_range": [0, 1048575]}
+    assert name(one) == "chunk-00003.csv.gz"
+    assert name([one]) == "chunk-00003.csv.gz"
+    assert name([ranged, one, one]) == "big.csv bytes 0-1048575 +2 more"
