@@ -39,11 +39,18 @@ PG_INDEXES_BACK = (
     "SELECT count(*) > 0 FROM pg_index WHERE indrelid = 'public.events'::regclass"
     " AND indexrelid::regclass::text <> 'events_pkey'"
 )
+PG_LEDGER_HAS_4 = (
+    "SELECT count(*) >= 4 FROM bulkload.chunk_ledger WHERE table_name = 'public.events'"
+)
 KILL_POINTS = {
     "after_staging": {"before": "preflight"},
     "after_enter_bulk_mode": {"before": "prepare_table"},
     "after_prepare": {"before": "load#0"},
-    "after_half_the_chunks": {"before": "load#3"},
+    # two load sessions: the six chunks are two load tasks of three (load batches)
+    "after_half_the_chunks": {"before": "load#1"},
+    # the re-run skips the first task's three, then is killed inside the second task's batch,
+    # a chunk after its first committed one
+    "inside_a_batch": {"during": "load#1", "when_sql": PG_LEDGER_HAS_4},
     "during_finalize": {"during": "finalize_table", "when_sql": PG_INDEXES_BACK},
 }
 
@@ -54,7 +61,7 @@ def test_a_run_killed_at_every_point_in_turn_is_finished_by_its_reruns(
     """kill -9 at each point in pipeline order, each kill on the re-run of the run killed
     before it, as an operator clearing a run after every crash would meet them; the last re-run
     finishes the load: every row once, indexes, settings and leases as before."""
-    # the default loads each gzip object as one chunk: six objects make six load tasks
+    # the default loads each gzip object as one chunk: six objects make six chunks
     pg_example.files = 6
     pg_example.add_input(DS)
     before = pg_example.snapshot()
@@ -64,6 +71,8 @@ def test_a_run_killed_at_every_point_in_turn_is_finished_by_its_reruns(
         assert killed.killed, f"{point}: {killed.tail()}"
         if point == "after_half_the_chunks":  # no chunk loaded before this point
             assert len(pg_example.ledger()) == 3
+        if point == "inside_a_batch":  # killed with the batch part done
+            assert 4 <= len(pg_example.ledger()) < 6
     rerun = pg_example.run(DS)
 
     assert rerun.succeeded, rerun.tail()
