@@ -6,8 +6,10 @@ times in four rounds. Dealing the chunks into batches, one per load session, pay
 session, as a hand-written loader would. Each chunk in a batch is still its own transaction
 with its own ledger entry, so a retried batch skips what it committed and loads the rest.
 
-A batch is bounded (``batch_bytes``, uncompressed, estimated): a larger input makes more
-batches, never longer ones, so no task's time grows with the whole input.
+A batch is bounded, in bytes (``batch_bytes``, uncompressed, estimated) and in chunks
+(:data:`MAX_CHUNKS_PER_BATCH`: each chunk costs its ledger claim and checks, so ten thousand tiny
+objects are not two tasks of five thousand): a larger input makes more batches, never longer
+ones, so no task's time grows with the whole input.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 
 #: the default bound of one load task's batch (uncompressed, estimated)
 DEFAULT_BATCH_BYTES = 2 * 1024**3
+#: at most this many chunks in one batch
+MAX_CHUNKS_PER_BATCH = 32
 
 
 def chunk_weight(chunk: Mapping[str, Any]) -> int:
@@ -30,8 +34,8 @@ def chunk_weight(chunk: Mapping[str, Any]) -> int:
 def batch_count(total_bytes: int, chunks: int, *, sessions: int, batch_bytes: int) -> int:
     """How many load tasks ``chunks`` chunks of ``total_bytes`` make.
 
-    One per session, and more when a session's share would pass ``batch_bytes``; never more
-    than one per chunk.
+    One per session, and more when a session's share would pass ``batch_bytes`` or
+    :data:`MAX_CHUNKS_PER_BATCH` chunks; never more than one per chunk.
     """
     if chunks <= 0:
         return 0
@@ -39,7 +43,9 @@ def batch_count(total_bytes: int, chunks: int, *, sessions: int, batch_bytes: in
         raise ValueError(f"sessions must be 1 or more, got {sessions}")
     if batch_bytes < 1:
         raise ValueError(f"batch_bytes must be 1 or more, got {batch_bytes}")
-    return min(chunks, max(sessions, math.ceil(total_bytes / batch_bytes)))
+    by_size = math.ceil(total_bytes / batch_bytes)
+    by_count = math.ceil(chunks / MAX_CHUNKS_PER_BATCH)
+    return min(chunks, max(sessions, by_size, by_count))
 
 
 def deal_chunks(
@@ -49,7 +55,8 @@ def deal_chunks(
 
     The largest chunk goes to the lightest batch first (so the batches finish together); within
     a batch the chunks keep the manifest's order, so key-sorted chunks load in key order.
-    No batch holds more than ``batch_bytes`` plus one chunk.
+    No batch holds more than :data:`MAX_CHUNKS_PER_BATCH` chunks, and while that bound does not
+    bind, none holds more than ``batch_bytes`` plus one chunk.
     """
     weights = [chunk_weight(c) for c in chunks]
     count = batch_count(sum(weights), len(chunks), sessions=sessions, batch_bytes=batch_bytes)
@@ -61,5 +68,6 @@ def deal_chunks(
     for position in sorted(range(len(chunks)), key=lambda p: (-weights[p], p)):
         taken, number = heapq.heappop(loads)
         members[number].append(position)
-        heapq.heappush(loads, (taken + weights[position], number))
+        if len(members[number]) < MAX_CHUNKS_PER_BATCH:  # a full batch takes no more
+            heapq.heappush(loads, (taken + weights[position], number))
     return [[dict(chunks[p]) for p in sorted(batch)] for batch in members if batch]

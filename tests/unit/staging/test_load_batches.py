@@ -7,7 +7,12 @@ from typing import Any
 
 import pytest
 
-from airflow_bulkload.staging.load_batches import batch_count, chunk_weight, deal_chunks
+from airflow_bulkload.staging.load_batches import (
+    MAX_CHUNKS_PER_BATCH,
+    batch_count,
+    chunk_weight,
+    deal_chunks,
+)
 
 MB = 1024**2
 
@@ -70,3 +75,18 @@ def test_weight_is_raw_bytes_else_stored_bytes_and_never_zero() -> None:
 def test_nonsense_bounds_are_refused(sessions: int, batch_bytes: int) -> None:
     with pytest.raises(ValueError):
         batch_count(10, 3, sessions=sessions, batch_bytes=batch_bytes)
+
+
+def test_many_tiny_chunks_make_batches_of_a_bounded_count() -> None:
+    """Each chunk costs its ledger claim and checks: ten thousand tiny objects are not two tasks."""
+    chunks = [_chunk(i, 10_000) for i in range(10_000)]
+    batches = deal_chunks(chunks, sessions=2, batch_bytes=2048 * MB)
+    assert len(batches) == -(-10_000 // MAX_CHUNKS_PER_BATCH)
+    assert max(len(b) for b in batches) <= MAX_CHUNKS_PER_BATCH
+    assert sorted(c["index"] for b in batches for c in b) == list(range(10_000))
+    # mixed sizes: the count bound holds even where bytes would put more tiny chunks together
+    rng = random.Random(3)
+    mixed = [_chunk(i, rng.choice([1, 1, 1, 500 * MB])) for i in range(300)]
+    batches = deal_chunks(mixed, sessions=2, batch_bytes=4096 * MB)
+    assert max(len(b) for b in batches) <= MAX_CHUNKS_PER_BATCH
+    assert sorted(c["index"] for b in batches for c in b) == list(range(300))
