@@ -16,7 +16,7 @@ from airflow_bulkload.bulk_mode.policy import check_reboot_policy
 from airflow_bulkload.hooks.bulk_load import LOAD_METHODS
 from airflow_bulkload.knobs import check_bool, check_memory_setting, parse_parallelism
 from airflow_bulkload.modes import MODES, parse_mode, parse_mode_arguments
-from airflow_bulkload.staging.planning import parse_size
+from airflow_bulkload.staging.planning import parse_size_argument
 
 AUTO = "auto"
 BULK_MODES = (AUTO, "off")
@@ -143,14 +143,8 @@ def check_pipeline_arguments(
     for name, value in (("drop_indexes", drop_indexes), ("drop_primary_key", drop_primary_key)):
         if isinstance(value, str) and value != AUTO:
             raise ValueError(f"{name} must be 'auto', True or False, got {value!r}")
-    if (
-        load_batch_size is not None
-        and "{{" not in str(load_batch_size)
-        and (isinstance(load_batch_size, bool) or parse_size(load_batch_size) < 1)
-    ):
-        raise ValueError(
-            f"load_batch_size must be a size such as '2GB', or None, got {load_batch_size!r}"
-        )
+    if load_batch_size is not None and "{{" not in str(load_batch_size):
+        parse_size_argument(load_batch_size, "load_batch_size")  # None: one task per chunk
     if bulk_mode != "off" and "{{" not in reboot_policy:
         check_reboot_policy(reboot_policy)  # the operator checks again once rendered
     if "{{" not in str(mode):

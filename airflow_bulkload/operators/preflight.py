@@ -26,7 +26,7 @@ from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.s3io import s3_client
 from airflow_bulkload.staging.load_batches import deal_chunks
 from airflow_bulkload.staging.manifest import Manifest, read_manifest
-from airflow_bulkload.staging.planning import parse_size
+from airflow_bulkload.staging.planning import parse_size_argument
 
 #: the plan's knobs that the task also pushes one by one, each under :func:`plan_xcom_key`
 PLAN_KNOBS = ("parallelism", "drop_indexes", "sort", "chunk_size", "index_build_parallelism")
@@ -206,12 +206,7 @@ class PreflightCheckOperator(TableTaskOperator):
         """The batch bound in bytes; ``None`` when none is given or it renders empty."""
         if self.load_batch_size is None or self.load_batch_size == "":
             return None
-        if isinstance(self.load_batch_size, bool):
-            raise ValueError(f"load_batch_size must be a size, got {self.load_batch_size!r}")
-        value = parse_size(self.load_batch_size)
-        if value < 1:
-            raise ValueError(f"load_batch_size must be more than 0, got {self.load_batch_size!r}")
-        return value
+        return parse_size_argument(self.load_batch_size, "load_batch_size")
 
     def execute(self, context: Context) -> dict[str, Any] | list[list[dict[str, Any]]]:
         validate_or_fail(self.validate)

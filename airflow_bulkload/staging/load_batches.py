@@ -19,8 +19,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-#: the default bound of one load task's batch (uncompressed, estimated)
-DEFAULT_BATCH_BYTES = 2 * 1024**3
+#: the default bound of one load task's batch (uncompressed, estimated): ``"2GB"``
+DEFAULT_BATCH_BYTES = 2_000_000_000
 #: at most this many chunks in one batch
 MAX_CHUNKS_PER_BATCH = 32
 

@@ -289,30 +289,41 @@ def write_manifest(
     )
 
 
-def _comparable(key: Sequence[Any] | None) -> tuple[Any, ...] | None:
-    """A chunk key as numbers where every part reads as one, else as text; ``None`` if absent."""
-    if not key:
-        return None
+def _runs_back(earlier: Sequence[Any] | None, later: Sequence[Any] | None) -> bool:
+    """Whether key ``later`` sorts below ``earlier``, compared part by part.
+
+    Parts that both read as whole numbers compare as numbers, others as text; absent keys and a
+    number against text say no.
+    """
+    if not earlier or not later:
+        return False
+    for before, after in zip(earlier, later, strict=False):
+        a, b = _as_number(before), _as_number(after)
+        if type(a) is not type(b):
+            return False  # a number against text: nothing to tell
+        if a != b:
+            return b < a  # type: ignore[operator]  # both int or both str
+    return False
+
+
+def _as_number(part: Any) -> int | str:
     try:
-        return tuple(int(str(part)) for part in key)
+        return int(str(part))
     except ValueError:
-        return tuple(str(part) for part in key)
+        return str(part)
 
 
 def first_out_of_order(chunks: Sequence[ChunkSpec]) -> int | None:
     """The index of the first chunk whose key runs back, or ``None`` when the keys are in order.
 
     A key runs back when a chunk's last key is below its first, or its first below the previous
-    chunk's last. A check of a declared order, by the keys staging recorded (text keys compare as text, which
-    may differ from the table's collation): it can tell an input is not sorted, never that it is.
+    chunk's last. A check of a declared order, by the keys staging recorded (text keys compare as
+    text, which may differ from the table's collation): it can tell an input is not sorted,
+    never that it is.
     """
-    previous: tuple[Any, ...] | None = None
+    previous: Sequence[Any] | None = None
     for chunk in chunks:
-        first, last = _comparable(chunk.first_key), _comparable(chunk.last_key)
-        for earlier, later in ((previous, first), (first, last)):
-            if earlier is None or later is None or type(earlier[0]) is not type(later[0]):
-                continue  # absent, or numbers against text
-            if later < earlier:
-                return chunk.index
-        previous = last if last is not None else previous
+        if _runs_back(previous, chunk.first_key) or _runs_back(chunk.first_key, chunk.last_key):
+            return chunk.index
+        previous = chunk.last_key or previous
     return None

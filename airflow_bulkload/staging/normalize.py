@@ -165,6 +165,7 @@ def normalize(
     columns: Sequence[str] | None = None,
     sort_key: Sequence[str] = (),
     sort_types: Sequence[str] = (),
+    keep_order: bool = False,
     memory_limit: str = "1GB",
     threads: int | None = None,
     temp_dir: Path,
@@ -175,6 +176,8 @@ def normalize(
 ) -> NormalizeResult:
     """Write the rows of ``paths`` to ``out_path`` in :data:`STAGED_FORMAT`, sorted when asked.
 
+    ``keep_order`` writes the rows in the input's order (the files in the order given), for an
+    input declared in key order; otherwise, unsorted, DuckDB may reorder them across threads.
     ``path_names`` maps local file names to what the user called them, for error messages;
     ``table_types`` the table's loadable columns to their types (Parquet / JSON Lines input is
     checked against them, see :mod:`~airflow_bulkload.staging.typed_formats`); ``max_errors``
@@ -194,8 +197,10 @@ def normalize(
     try:
         if threads:
             con.execute(f"SET threads = {int(threads)}")
-        # order matters only when sorting; without it DuckDB streams with less memory
-        con.execute(f"SET preserve_insertion_order = {'true' if sort_key else 'false'}")
+        # order matters only when sorting or keeping a declared order; without it DuckDB streams
+        # with less memory
+        ordered = bool(sort_key) or keep_order
+        con.execute(f"SET preserve_insertion_order = {'true' if ordered else 'false'}")
         checks: dict[str, str] = {}
         readable = 0
         if fmt.self_describing:

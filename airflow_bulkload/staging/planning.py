@@ -78,6 +78,16 @@ def parse_size(value: str | int) -> int:
     return size
 
 
+def parse_size_argument(value: Any, name: str) -> int:
+    """:func:`parse_size` of the argument ``name``, refused with a message naming it."""
+    try:
+        return parse_size(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{name} must be a size such as '256MB' or a number of bytes, got {value!r}"
+        ) from exc
+
+
 def format_size(nbytes: float) -> str:
     """Human-readable size for logs and messages (decimal units)."""
     for unit in ("B", "kB", "MB", "GB"):

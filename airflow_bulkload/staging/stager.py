@@ -277,6 +277,7 @@ def stage_files(
             ),
             sort_key=options.sort_key,
             sort_types=options.sort_types,
+            keep_order=bool(options.presorted_key),
             memory_limit=resources.memory_limit,
             threads=resources.threads,
             temp_dir=spill,

@@ -241,3 +241,9 @@ def test_a_mapped_load_is_named_by_its_first_chunk_and_how_many_more_it_holds() 
     assert name(one) == "chunk-00003.csv.gz"
     assert name([one]) == "chunk-00003.csv.gz"
     assert name([ranged, one, one]) == "big.csv bytes 0-1048575 +2 more"
+
+
+@pytest.mark.parametrize("size", ["0", "-5", "abc", 0, -1, "0.4B", "", "1 XB", [], {}, False])
+def test_a_bad_load_batch_size_is_refused_naming_it(size: Any) -> None:
+    with pytest.raises(ValueError, match="load_batch_size must be a size"):
+        pipeline(load_batch_size=size)
