@@ -232,6 +232,8 @@ def bulk_load_table(
         mode=mode,
         upsert_keys=upsert_keys,
         load_batch_size=load_batch_size,
+        chunk_size=chunk_size,
+        stage_group_size=stage_group_size,
     )
     timing: dict[str, Any] = {"pre_execute": record_start, "post_execute": record_end}
     bulk_target = BulkModeTarget(

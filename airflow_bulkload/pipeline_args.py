@@ -125,6 +125,8 @@ def check_pipeline_arguments(
     mode: str,
     upsert_keys: list[str] | str | None,
     load_batch_size: str | int | None = None,
+    chunk_size: str | int = "256MB",
+    stage_group_size: str | int | None = None,
 ) -> None:
     """Refuse, when the DAG is parsed, arguments no run could use (``ValueError``).
 
@@ -143,8 +145,13 @@ def check_pipeline_arguments(
     for name, value in (("drop_indexes", drop_indexes), ("drop_primary_key", drop_primary_key)):
         if isinstance(value, str) and value != AUTO:
             raise ValueError(f"{name} must be 'auto', True or False, got {value!r}")
-    if load_batch_size is not None and "{{" not in str(load_batch_size):
-        parse_size_argument(load_batch_size, "load_batch_size")  # None: one task per chunk
+    for name, size in (
+        ("load_batch_size", load_batch_size),  # None: one task per chunk
+        ("chunk_size", chunk_size),
+        ("stage_group_size", stage_group_size),  # None: one stage task
+    ):
+        if size is not None and "{{" not in str(size):
+            parse_size_argument(size, name)
     if bulk_mode != "off" and "{{" not in reboot_policy:
         check_reboot_policy(reboot_policy)  # the operator checks again once rendered
     if "{{" not in str(mode):

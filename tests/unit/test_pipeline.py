@@ -247,3 +247,13 @@ def test_a_mapped_load_is_named_by_its_first_chunk_and_how_many_more_it_holds() 
 def test_a_bad_load_batch_size_is_refused_naming_it(size: Any) -> None:
     with pytest.raises(ValueError, match="load_batch_size must be a size"):
         pipeline(load_batch_size=size)
+
+
+@pytest.mark.parametrize("name", ["chunk_size", "stage_group_size"])
+@pytest.mark.parametrize("size", ["abc", 0, "-1MB"])
+def test_a_staging_size_no_run_could_use_is_refused_when_the_dag_is_parsed(
+    name: str, size: Any
+) -> None:
+    with pytest.raises(ValueError, match=f"{name} must be a size"):
+        pipeline(**{name: size})
+    pipeline(**{name: "{{ params.size }}"})  # a template is checked once rendered
