@@ -31,11 +31,13 @@ CSV_BODY = FileFormat(format="csv", header=False)
 FIFO_PLACEHOLDER = "@FIFO@"
 
 #: order-independent checksums; {seconds} and {note} are filled in per engine
+CLASSIC_CHECKSUM = (
+    "SELECT count(*), sum(id), sum(a), sum(b), sum(c), sum(d), "
+    "sum((id % 9973) * (a % 9973 + b % 997 + c + d % 991)) FROM {source}"
+)
 CHECKSUM_SQL = {
-    "classic": (
-        "SELECT count(*), sum(id), sum(a), sum(b), sum(c), sum(d), "
-        "sum((id % 9973) * (a % 9973 + b % 997 + c + d % 991)) FROM {source}"
-    ),
+    "classic": CLASSIC_CHECKSUM,
+    "classic_sorted": CLASSIC_CHECKSUM,
     "wide": (
         "SELECT count(*), sum(id), sum(customer_id * quantity), count({note}), "
         "sum(length({note})), sum({seconds}) FROM {source}"

@@ -239,7 +239,7 @@ def prepare(args: argparse.Namespace, work: Path, services: Services, rows: int)
     """Generate ``rows`` rows as gzip parts, put them into S3, and compute their checksum."""
     dataset = DATASETS[args.dataset]
     print(
-        f"generating {rows:,} shuffled {dataset.name} rows as {args.parts} gzip parts ...",
+        f"generating {rows:,} {dataset.name} rows as {args.parts} gzip parts ...",
         file=sys.stderr,
     )
     parts = write_parts(dataset, rows, args.parts, work / f"parts-{rows}")
