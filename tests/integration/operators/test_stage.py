@@ -228,8 +228,8 @@ def test_presorted_input_is_not_sorted_and_the_manifest_says_its_order(
     in_order: bool,
 ) -> None:
     """MySQL would sort by the key: declared presorted, the input's own order is kept (a wrong
-    declaration loads the same rows, only slower), and pre-flight reads the order from the
-    manifest."""
+    declaration loads the same rows, only slower), and the manifest records the order pre-flight
+    reads."""
     mysql_db.query("CREATE TABLE events (id int PRIMARY KEY, v text)")
     ids = list(range(1, 201))
     if not in_order:
