@@ -49,8 +49,9 @@ KILL_POINTS = {
     # two load sessions: the six chunks are two load tasks of three (load batches)
     "after_half_the_chunks": {"before": "load#1"},
     # the re-run skips the first task's three, then is killed inside the second task's batch,
-    # a chunk after its first committed one
-    "inside_a_batch": {"during": "load#1", "when_sql": PG_LEDGER_HAS_4},
+    # a chunk after its first committed one: watched from the first load task's start (dags
+    # test runs the tasks in one process, so the watch goes on), connected well before then
+    "inside_a_batch": {"during": "load#0", "when_sql": PG_LEDGER_HAS_4},
     "during_finalize": {"during": "finalize_table", "when_sql": PG_INDEXES_BACK},
 }
 
