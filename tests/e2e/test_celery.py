@@ -152,8 +152,10 @@ def test_a_two_engine_load_spreads_its_chunks_over_both_workers_and_ends_exact(
     ]
     before = [example.snapshot() for example in examples]
     # no per-run task limit: the two tables' loads share the four worker slots; staged, so
-    # small chunks make many load tasks (PostgreSQL would load its two objects as stored)
-    _deploy(cluster, dag_id, [(example, {"vcpus": 4, "direct": False}) for example in examples])
+    # small chunks make many load tasks (PostgreSQL would load its two objects as stored), one
+    # per chunk (load_batch_size=None: batches would make one per session)
+    one_task_per_chunk = {"vcpus": 4, "direct": False, "load_batch_size": None}
+    _deploy(cluster, dag_id, [(example, one_task_per_chunk) for example in examples])
     _wait_for_run(cluster, dag_id)
 
     for example, snapshot in zip(examples, before, strict=True):
@@ -248,10 +250,12 @@ def test_load_slots_hold_across_workers(
     letting_go = threading.Thread(target=let_go_once_deferred, daemon=True)
     letting_go.start()
     try:
-        # bulk mode off: not what this test is about, and two tasks fewer
+        # bulk mode off: not what this test is about, and two tasks fewer; one load task per
+        # chunk, so more loads than slots are there to wait
         slots = {
             "vcpus": 4,
             "bulk_mode": "off",
+            "load_batch_size": None,
             "load_kwargs": {"max_concurrent_loads": 2, "deferrable": True, "poll_interval": 0.5},
         }
         _deploy(cluster, dag_id, [(example, slots)])
