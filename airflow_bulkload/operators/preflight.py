@@ -280,12 +280,7 @@ class PreflightCheckOperator(TableTaskOperator):
     ) -> list[list[dict[str, Any]]]:
         if manifest is None:
             raise ValueError(f"{self.task_id}: load_batch_size needs the manifest to deal")
-        if isinstance(manifest, Manifest):
-            chunks = [c.to_dict() for c in manifest.chunks]
-        elif isinstance(manifest, Mapping):
-            chunks = list(manifest["chunks"]) if "chunks" in manifest else [dict(manifest)]
-        else:
-            chunks = [dict(c) for c in manifest]
+        chunks = [dict(c) for c in _manifest_chunks(manifest)]
         batches = (
             deal_chunks(chunks, sessions=max(int(sessions), 1), batch_bytes=batch_bytes)
             if batch_bytes
@@ -311,11 +306,8 @@ class PreflightCheckOperator(TableTaskOperator):
         if manifest:
             if isinstance(manifest, Manifest):
                 return InputSummary.from_manifest(manifest)
-            if isinstance(manifest, Mapping):
-                if "chunks" in manifest:
-                    return InputSummary.from_chunks(manifest["chunks"], manifest.get("sort_key"))
-                return InputSummary.from_chunks([manifest])
-            return InputSummary.from_chunks(list(manifest))
+            sort_key = manifest.get("sort_key") if isinstance(manifest, Mapping) else None
+            return InputSummary.from_chunks(_manifest_chunks(manifest), sort_key)
         if self.input_bytes not in (None, ""):
             return InputSummary(
                 total_bytes=int(self.input_bytes),
@@ -347,6 +339,17 @@ class PreflightCheckOperator(TableTaskOperator):
             bulk_mode=self.bulk_mode,
             mode=parse_mode(self.mode),
         )
+
+
+def _manifest_chunks(
+    manifest: Manifest | Mapping[str, Any] | Sequence[Mapping[str, Any]],
+) -> list[Mapping[str, Any]]:
+    """The chunk dicts of a read manifest, a manifest dict, one chunk dict or a list of them."""
+    if isinstance(manifest, Manifest):
+        return [c.to_dict() for c in manifest.chunks]
+    if isinstance(manifest, Mapping):
+        return list(manifest["chunks"]) if "chunks" in manifest else [manifest]
+    return list(manifest)
 
 
 def _explicit(value: Any) -> bool:
