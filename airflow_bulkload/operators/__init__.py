@@ -2,6 +2,7 @@
 
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.operators.bulk_mode import EnterBulkModeOperator, ExitBulkModeOperator
+from airflow_bulkload.operators.claim import ClaimTableOperator
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
 from airflow_bulkload.operators.preflight import PreflightCheckOperator
 from airflow_bulkload.operators.report import LoadReportOperator
@@ -13,7 +14,6 @@ from airflow_bulkload.operators.stage_groups import (
 )
 from airflow_bulkload.operators.table import (
     CheckpointOperator,
-    ClaimTableOperator,
     FinalizeTableOperator,
     PrepareTableOperator,
     RestoreTableOperator,

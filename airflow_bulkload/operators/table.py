@@ -9,6 +9,8 @@
     prepare.as_setup() >> load >> finalize >> CheckpointOperator(task_id="checkpoint", conn_id="pg")
     finalize >> restore.as_teardown(setups=prepare)
 
+(``FinalizeTableOperator(checkpoint=True)`` checkpoints in the finalize task instead.)
+
 Prepare, finalize and restore of one pipeline must get the same ``table`` (and ``load_id`` when
 given): the default load id is ``dag_id/table/logical date`` (the run id when there is none), the
 key bulk-mode leases use, so a re-run of the same DAG run continues its own saved state.
@@ -20,15 +22,12 @@ prepare, or finalize, or restore, to put the table back exactly.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context, conf
+from airflow.sdk import BaseOperator, Context
 
 from airflow_bulkload.advice.plan import INDEX_BUILD_MEMORY
-from airflow_bulkload.exceptions import BulkLoadError, TableClaimedError
 from airflow_bulkload.hooks.load_modes import LoadModesHook
 from airflow_bulkload.hooks.table_state import TableStateHook
 from airflow_bulkload.knobs import (
@@ -42,7 +41,6 @@ from airflow_bulkload.knobs import (
 from airflow_bulkload.modes import APPEND, parse_mode_arguments
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import validate_or_fail
-from airflow_bulkload.triggers.db_waits import TableClaimTrigger
 
 
 class _TableOperator(TableTaskOperator):
@@ -100,78 +98,6 @@ class _ModeTableOperator(_TableOperator):
         mode, _ = self.load_mode()
         if mode != APPEND and not manifest:
             raise ValueError(f"mode={mode!r} needs the staged input's manifest")
-
-
-class ClaimTableOperator(_TableOperator):
-    """Claim the table for this load before anything changes on the server.
-
-    The claim (a durable row in the state tables) says which load may strip the table; a second
-    load waits up to ``claim_timeout`` seconds, then fails naming the holder. Taking it before
-    ``enter_bulk_mode`` means a load that must wait for another never holds a shared server in
-    bulk mode for the wait. :class:`PrepareTableOperator` with the same load id finds the claim
-    its own; finalize or restore (the teardown, which also runs when this fails) releases it.
-
-    :param table: ``schema.table`` (PostgreSQL) or ``db.table``/``table`` (MySQL).
-    :param conn_id: a ``postgres`` or ``mysql`` connection.
-    :param load_id: the load id shared with prepare/finalize/restore (default as theirs).
-    :param claim_timeout: seconds to wait for another load's claim.
-    :param deferrable: wait for the claim in the triggerer (:class:`~airflow_bulkload.triggers.
-        db_waits.TableClaimTrigger`, which takes the claim as soon as it is free), so a waiting
-        load holds no worker slot.
-    :param poll_interval: seconds between the wait's checks.
-    """
-
-    template_fields: Sequence[str] = ("table", "conn_id", "load_id")
-
-    def __init__(
-        self,
-        *,
-        table: str,
-        conn_id: str,
-        load_id: str | None = None,
-        claim_timeout: float = 0.0,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        poll_interval: float = 5.0,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(table=table, conn_id=conn_id, load_id=load_id, **kwargs)
-        self.claim_timeout = claim_timeout
-        self.deferrable = deferrable
-        self.poll_interval = poll_interval
-
-    def execute(self, context: Context) -> dict[str, Any]:
-        load_id = self.resolved_load_id(context)
-        hook = self.hook()
-        if not (self.deferrable and self.claim_timeout > 0):
-            return hook.claim(
-                self.table,
-                load_id=load_id,
-                timeout=self.claim_timeout,
-                poll_interval=self.poll_interval,
-            )
-        try:
-            return hook.claim(self.table, load_id=load_id)
-        except TableClaimedError as exc:
-            self.log.info("%s; deferring the wait (up to %.0f s)", exc, self.claim_timeout)
-        self.defer(
-            trigger=TableClaimTrigger(
-                conn_id=self.conn_id,
-                table=self.table,
-                load_id=load_id,
-                deadline=time.time() + self.claim_timeout,
-                poll_interval=self.poll_interval,
-            ),
-            method_name="execute_complete",
-            timeout=timedelta(seconds=self.claim_timeout + 60),
-        )
-
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        """Resume after :class:`TableClaimTrigger` took the claim: take it as this task's own."""
-        if event.get("status") == "timeout":
-            raise TableClaimedError(str(event.get("message")))
-        if event.get("status") != "done":
-            raise BulkLoadError(f"waiting for the claim on {self.table} failed: {event}")
-        return self.hook().claim(self.table, load_id=self.resolved_load_id(context))
 
 
 class PrepareTableOperator(_ModeTableOperator):
@@ -355,6 +281,9 @@ class FinalizeTableOperator(_ModeTableOperator):
         (upsert); ``manifest`` required
         (see :mod:`airflow_bulkload.modes`).
     :param upsert_keys: as given to :class:`PrepareTableOperator`: the key the merge matches on.
+    :param checkpoint: once the table is finalized, also run :class:`CheckpointOperator`'s
+        ``CHECKPOINT`` (skipped with a warning without the privilege) in the same task, and
+        return what it did under ``"checkpoint"`` (the pipeline does, saving a task launch).
     """
 
     template_fields: Sequence[str] = (
@@ -375,6 +304,7 @@ class FinalizeTableOperator(_ModeTableOperator):
         analyze: bool = True,
         manifest: str | None = None,
         aws_conn_id: str | None = "aws_default",
+        checkpoint: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(
@@ -384,6 +314,7 @@ class FinalizeTableOperator(_ModeTableOperator):
         self.maintenance_work_mem = maintenance_work_mem
         self.analyze = analyze
         self.manifest = manifest
+        self.checkpoint = checkpoint
 
     def validate(self) -> None:
         """Refuse a ``parallelism`` other than ``"auto"`` or a positive integer (``ValueError``).
@@ -395,6 +326,7 @@ class FinalizeTableOperator(_ModeTableOperator):
         parse_parallelism(self.parallelism, 1, 1)
         check_memory_setting(self.maintenance_work_mem, "maintenance_work_mem")
         check_bool(self.analyze, "analyze")
+        check_bool(self.checkpoint, "checkpoint")
         self._check_mode_input(self.manifest)
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -407,10 +339,14 @@ class FinalizeTableOperator(_ModeTableOperator):
             "analyze": self.analyze,
         }
         if mode != APPEND:  # rebuild the work table's indexes, then swap it in or merge it
-            return self.hook().finalize_work_table(
+            done = self.hook().finalize_work_table(
                 self.table, mode=mode, manifest=str(self.manifest), upsert_keys=keys, **rebuild
             )
-        return self.hook().finalize(self.table, manifest=self.manifest or None, **rebuild)
+        else:
+            done = self.hook().finalize(self.table, manifest=self.manifest or None, **rebuild)
+        if self.checkpoint:
+            done["checkpoint"] = self.hook().checkpoint(skip_without_privilege=True)
+        return done
 
 
 class RestoreTableOperator(_ModeTableOperator):

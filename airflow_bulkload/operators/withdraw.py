@@ -74,29 +74,54 @@ class WithdrawSupersededChunksOperator(TableTaskOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
-        mode = parse_mode(self.mode)
-        if mode != APPEND:
-            # a replace or upsert fills a fresh work table: no earlier chunk to take back out
-            self.log.info("mode %s: nothing to withdraw from %s", mode, self.table)
-            return {"mode": mode, "withdrawn": [], "stale": []}
-        reload = bool(parse_flag(self.reload, "reload"))
-        load_id = self.load_id or f"{context['dag'].dag_id}/{context['run_id']}"
-        hook = self.bulk_load_hook()
-        result = hook.reconcile(self.table, self.manifest, reload=reload, load_id=load_id)
-        if reload:
-            self.log.info(
-                "reload: took %d chunk(s), %d rows, of this date back out of %s",
-                len(result.withdrawn),
-                sum(r.rows for r in result.withdrawn),
-                self.table,
-            )
-        elif not result.withdrawn:
-            self.log.info("nothing of an earlier staging of this load is in %s", self.table)
-        if result.stale:
-            self.log.warning(
-                "%d chunk(s) recorded as loaded are no longer (all) in %s and load again: %s",
-                len(result.stale),
-                self.table,
-                ", ".join(result.stale[:5]),
-            )
-        return result.to_dict()
+        return withdraw_superseded(
+            self,
+            context,
+            manifest=self.manifest,
+            reload=self.reload,
+            mode=self.mode,
+            load_id=self.load_id,
+        )
+
+
+def withdraw_superseded(
+    operator: TableTaskOperator,
+    context: Context,
+    *,
+    manifest: str,
+    reload: bool | str,
+    mode: str,
+    load_id: str | None = None,
+) -> dict[str, Any]:
+    """What :class:`WithdrawSupersededChunksOperator` does, for ``operator``'s table and hooks.
+
+    Also run by :class:`~airflow_bulkload.operators.table.ClaimTableOperator` given a manifest,
+    right after it takes the claim, so the pipeline spends one task launch on both.
+    """
+    log = operator.log
+    table = operator.table
+    mode = parse_mode(mode)
+    if mode != APPEND:
+        # a replace or upsert fills a fresh work table: no earlier chunk to take back out
+        log.info("mode %s: nothing to withdraw from %s", mode, table)
+        return {"mode": mode, "chunks": [], "rows": 0, "stale": []}  # as reconcile's to_dict
+    again = bool(parse_flag(reload, "reload"))
+    load_id = load_id or f"{context['dag'].dag_id}/{context['run_id']}"
+    result = operator.bulk_load_hook().reconcile(table, manifest, reload=again, load_id=load_id)
+    if again:
+        log.info(
+            "reload: took %d chunk(s), %d rows, of this date back out of %s",
+            len(result.withdrawn),
+            sum(r.rows for r in result.withdrawn),
+            table,
+        )
+    elif not result.withdrawn:
+        log.info("nothing of an earlier staging of this load is in %s", table)
+    if result.stale:
+        log.warning(
+            "%d chunk(s) recorded as loaded are no longer (all) in %s and load again: %s",
+            len(result.stale),
+            table,
+            ", ".join(result.stale[:5]),
+        )
+    return result.to_dict()

@@ -137,7 +137,7 @@ def test_a_claim_held_by_another_load_fails_the_claim_step_before_anything_chang
     notes: TestDatabase,
 ) -> None:
     from airflow_bulkload.exceptions import TableClaimedError
-    from airflow_bulkload.operators.table import ClaimTableOperator
+    from airflow_bulkload.operators.claim import ClaimTableOperator
 
     before = catalog(notes)
     hook = TableStateHook(conn_id=notes.conn_id)

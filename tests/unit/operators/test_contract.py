@@ -18,6 +18,7 @@ from airflow.sdk.exceptions import AirflowFailException
 import airflow_bulkload.operators as operators
 from airflow_bulkload.bulk_mode import BulkModeTarget
 from airflow_bulkload.operators import (
+    ClaimTableOperator,
     FinalizeTableOperator,
     LoadChunkOperator,
     PreflightCheckOperator,
@@ -205,6 +206,18 @@ def _stage_required() -> dict[str, Any]:
             ),
             "reload must be True, False",
         ),
+        (  # refused before the table is claimed
+            ClaimTableOperator(task_id="c", table="t", conn_id="c", manifest="s3://m", reload="?"),
+            "reload must be True, False",
+        ),
+        (
+            ClaimTableOperator(task_id="c", table="t", conn_id="c", mode="{{ bad }}"),
+            "mode",
+        ),
+        (
+            FinalizeTableOperator(task_id="f", table="t", conn_id="c", checkpoint="yes"),  # type: ignore[arg-type]
+            "checkpoint must be True or False",
+        ),
     ],
     ids=lambda value: type(value).__name__ if isinstance(value, BaseOperator) else "",
 )
@@ -234,6 +247,9 @@ def test_validate_refuses_and_execute_fails_without_retries(
         ),
         WithdrawSupersededChunksOperator(
             task_id="w", table="t", conn_id="c", manifest="s3://m", reload="false"
+        ),
+        ClaimTableOperator(
+            task_id="c", table="t", conn_id="c", manifest="s3://m", reload="true", mode="upsert"
         ),
     ],
     ids=lambda operator: type(operator).__name__,

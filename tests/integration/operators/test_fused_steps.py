@@ -1,0 +1,144 @@
+"""Steps the pipeline runs inside a neighbour's task: withdraw in ``claim_table``, CHECKPOINT in
+``finalize_table``. Each must do exactly what its own operator does, and hold up to a retry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from airflow_bulkload.exceptions import ChunkLoadError, TableClaimedError
+from airflow_bulkload.hooks import BulkLoadHook
+from airflow_bulkload.hooks.table_state import TableStateHook
+from airflow_bulkload.operators import ClaimTableOperator, FinalizeTableOperator
+from tests.harness import MotoServer, TestDatabase
+from tests.integration.hooks.test_withdraw_superseded import (
+    BAD_ROW,
+    FIXED_ROW,
+    GOOD,
+    create_notes,
+    load_all,
+    stage_input,
+)
+
+
+def context() -> dict[str, Any]:
+    """What the operators read of a task's context: the DAG id and the run."""
+    return {"dag": SimpleNamespace(dag_id="nightly"), "run_id": "scheduled__2026-11-21"}
+
+
+def test_claim_with_the_manifest_takes_back_a_failed_attempts_rows_once(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    create_notes(any_db)
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD + BAD_ROW)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    first = stage_input(moto_server, s3_bucket, source)
+    with pytest.raises(ChunkLoadError):
+        load_all(hook, first)
+    committed = any_db.query("SELECT count(*) FROM notes")[0][0]
+    assert 0 < committed < 300
+
+    source.write_text(GOOD + FIXED_ROW)
+    second = stage_input(moto_server, s3_bucket, source)
+    claim = ClaimTableOperator(
+        task_id="claim_table",
+        table="notes",
+        conn_id=any_db.conn_id,
+        load_id="tonight",
+        manifest=second.manifest_uri,
+        reload="false",  # as a Param renders it
+    )
+    done = claim.execute(context())  # type: ignore[arg-type]
+    assert done["load_id"] == "tonight"
+    assert done["withdraw"]["rows"] == committed
+    assert any_db.query("SELECT count(*) FROM notes") == [(0,)]
+    # a retry of the task (the claim is its own, nothing left to take back) changes nothing
+    assert claim.execute(context())["withdraw"]["chunks"] == []  # type: ignore[arg-type]
+
+    # the claim is held: another load waits for it (here: fails at once)
+    other = ClaimTableOperator(
+        task_id="claim_table", table="notes", conn_id=any_db.conn_id, load_id="backfill"
+    )
+    with pytest.raises(TableClaimedError, match="tonight"):
+        other.execute(context())  # type: ignore[arg-type]
+
+    for chunk in second.manifest.chunks:
+        hook.load_chunk("notes", chunk)
+    ids = [row[0] for row in any_db.query("SELECT id FROM notes ORDER BY id")]
+    assert ids == list(range(1, 304))
+    TableStateHook(conn_id=any_db.conn_id).restore("notes", load_id="tonight")
+
+
+def test_a_refused_second_input_fails_the_claim_task_and_the_teardown_releases_it(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Chunks committed with no record of their load may be a complete load of the date:
+    another input is refused (without reload). The claim task fails; restore (its teardown)
+    releases the claim, and the table keeps what it had."""
+    from airflow_bulkload.exceptions import InputAlreadyLoadedError
+
+    create_notes(pg_db)
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD)
+    hook = BulkLoadHook(conn_id=pg_db.conn_id)
+    for chunk in stage_input(moto_server, s3_bucket, source).manifest.chunks:
+        hook.load_chunk("notes", chunk)
+    source.write_text(GOOD + "301,late arrival\n")
+    second = stage_input(moto_server, s3_bucket, source)
+    claim = ClaimTableOperator(
+        task_id="claim_table",
+        table="notes",
+        conn_id=pg_db.conn_id,
+        load_id="tonight",
+        manifest=second.manifest_uri,
+    )
+    with pytest.raises(InputAlreadyLoadedError, match="reload=True"):
+        claim.execute(context())  # type: ignore[arg-type]
+    TableStateHook(conn_id=pg_db.conn_id).restore("notes", load_id="tonight")
+    assert pg_db.query("SELECT count(*) FROM notes") == [(300,)]
+    again = ClaimTableOperator(
+        task_id="claim_table",
+        table="notes",
+        conn_id=pg_db.conn_id,
+        load_id="tomorrow",
+        manifest=second.manifest_uri,
+        reload=True,
+    )
+    assert again.execute(context())["withdraw"]["rows"] == 300  # type: ignore[arg-type]
+    assert pg_db.query("SELECT count(*) FROM notes") == [(0,)]
+    TableStateHook(conn_id=pg_db.conn_id).restore("notes", load_id="tomorrow")
+
+
+def indexes(db: TestDatabase) -> set[str]:
+    if db.engine == "postgres":
+        return {
+            r[0] for r in db.query("SELECT indexname FROM pg_indexes WHERE tablename = 'notes'")
+        }
+    return {r[2] for r in db.query("SHOW INDEX FROM notes")}
+
+
+def test_finalize_with_checkpoint_checkpoints_once_the_table_is_back(
+    any_db: TestDatabase,
+) -> None:
+    create_notes(any_db)
+    any_db.query("CREATE INDEX notes_note ON notes (note)")
+    state = TableStateHook(conn_id=any_db.conn_id)
+    state.prepare("notes", load_id="tonight", drop_indexes=True, incoming_bytes=10**10)
+    any_db.query("INSERT INTO notes VALUES (1, 'one'), (2, 'two')")
+    finalize = FinalizeTableOperator(
+        task_id="finalize_table",
+        table="notes",
+        conn_id=any_db.conn_id,
+        load_id="tonight",
+        checkpoint=True,
+    )
+    done = finalize.execute(context())  # type: ignore[arg-type]
+    expected = "CHECKPOINT" if any_db.engine == "postgres" else "no-op"
+    assert str(done["checkpoint"]).startswith(expected)
+    assert "notes_note" in indexes(any_db)
+    # a retry after a lost connection finds the table done and checkpoints again
+    assert str(finalize.execute(context())["checkpoint"]).startswith(expected)  # type: ignore[arg-type]
