@@ -3,17 +3,21 @@
 ::
 
     stage [─► stage_group x N (mapped) ─► collect_staging, with stage_group_size]
-          ─► preflight ─► claim_table ─► withdraw_superseded ─► enter_bulk_mode (setup)
+          ─► preflight ─► claim_table (and withdraw superseded chunks) ─► enter_bulk_mode (setup)
           ─► prepare_table (setup)
-          ─► load x N (mapped, a batch of chunks each) ─► finalize_table ─► checkpoint ─► report
+          ─► load x N (mapped, a batch of chunks each) ─► finalize_table (and CHECKPOINT) ─► report
           ─► restore_table (teardown) ─► exit_bulk_mode (teardown)
+
+Steps that need no task of their own run inside their neighbour (each Airflow task costs seconds
+to start): ``claim_table`` also does ``WithdrawSupersededChunksOperator``'s work and
+``finalize_table`` ends with ``CheckpointOperator``'s ``CHECKPOINT``; those operators stay for
+DAGs that wire the stages themselves.
 
 Every task is idempotent, so a retry, a cleared task or a re-run of the same DAG run picks up
 where the last attempt stopped: staging finds its manifest, the chunk ledger skips committed
 chunks, table preparation finds its saved state, and bulk mode re-claims its own lease. When the
-input was corrected after a failed attempt, staging writes a new manifest and
-``withdraw_superseded`` first takes the failed attempt's committed rows back out, so no row is
-loaded twice.
+input was corrected after a failed attempt, staging writes a new manifest and ``claim_table``
+first takes the failed attempt's committed rows back out, so no row is loaded twice.
 The teardowns run whatever failed in between, so the table gets its indexes back and the server
 leaves bulk mode.
 """
@@ -31,7 +35,6 @@ from airflow.sdk.definitions.taskgroup import TaskGroup as _TaskGroup
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.modes import APPEND
 from airflow_bulkload.operators import (
-    CheckpointOperator,
     ClaimTableOperator,
     EnterBulkModeOperator,
     ExitBulkModeOperator,
@@ -41,7 +44,6 @@ from airflow_bulkload.operators import (
     PreflightCheckOperator,
     PrepareTableOperator,
     RestoreTableOperator,
-    WithdrawSupersededChunksOperator,
 )
 from airflow_bulkload.operators.bulk_mode import RenewBulkModeLease
 from airflow_bulkload.operators.report import record_end, record_start
@@ -325,19 +327,18 @@ def bulk_load_table(
             )
             describe_tasks(group)
             return group
-        withdraw = WithdrawSupersededChunksOperator(
-            task_id="withdraw_superseded", reload=reload, mode=mode, **staged, **timing
-        )
+        # claim first: a load waiting for the table must not hold the server in bulk mode; then,
+        # in the same task, take back what a superseded input of this load committed
         claim = ClaimTableOperator(
             task_id="claim_table",
-            table=table,
-            conn_id=conn_id,
             claim_timeout=table_claim_timeout.total_seconds(),
             deferrable=deferrable,
+            reload=reload,
+            mode=mode,
+            **staged,
             **timing,
         )
-        # claim first: a load waiting for the table must not hold the server in bulk mode
-        stage >> preflight >> claim >> withdraw
+        stage >> preflight >> claim
 
         prepare = PrepareTableOperator(
             task_id="prepare_table",
@@ -384,6 +385,7 @@ def bulk_load_table(
             **with_extra(
                 {
                     "parallelism": preflight.planned("index_build_parallelism"),  # an int
+                    "checkpoint": True,
                     **moded,
                     **staged,
                     **timing,
@@ -392,7 +394,6 @@ def bulk_load_table(
                 "finalize_kwargs",
             ),
         )
-        checkpoint = CheckpointOperator(task_id="checkpoint", conn_id=conn_id, **timing)
         teardown: dict[str, Any] = {
             "retries": teardown_retries,
             "retry_delay": teardown_retry_delay,
@@ -432,12 +433,10 @@ def bulk_load_table(
             **staging_tasks,
             "preflight": preflight.task_id,
             "claim_table": claim.task_id,
-            "withdraw_superseded": withdraw.task_id,
             **({"enter_bulk_mode": enter.task_id} if enter else {}),
             "prepare_table": prepare.task_id,
             "load": load.task_id,
             "finalize_table": finalize.task_id,
-            "checkpoint": checkpoint.task_id,
         }
         report = LoadReportOperator(
             task_id="report",
@@ -446,21 +445,21 @@ def bulk_load_table(
             mode=mode,
             **staged,
             outlets=list(outlets or []),
-            # an empty input maps no load task, which skips finalize and checkpoint: the report
+            # an empty input maps no load task, which skips finalize: the report
             # still runs and says "0 rows, input empty"; after a failure it does not
             trigger_rule="none_failed",
         )
-        withdraw >> (enter or prepare)
+        claim >> (enter or prepare)
         if enter:
             enter >> prepare
-        prepare >> load >> finalize >> checkpoint >> report
+        prepare >> load >> finalize >> report
         # Both teardowns run whatever failed, even a setup that failed half-way (prepare after
         # dropping some indexes, enter after changing some settings): the default teardown rule
         # would skip them when their setup failed.
         restore.as_teardown(setups=prepare)
-        claim >> restore  # releases the claim also when enter_bulk_mode or withdraw failed
+        claim >> restore  # releases the claim also when enter_bulk_mode or prepare failed
         restore.trigger_rule = "all_done"  # type: ignore[assignment]
-        checkpoint >> restore
+        finalize >> restore
         if enter and exit_:
             exit_.as_teardown(setups=enter)
             exit_.trigger_rule = "all_done"  # type: ignore[assignment]

@@ -35,11 +35,10 @@ TASK_DOCS: dict[str, str] = {
     ),
     "claim_table": (
         "**Claim the table** for this run (a second load of the same table waits or fails "
-        "naming the holder). Released by `restore_table`."
-    ),
-    "withdraw_superseded": (
-        "**Take back chunks this date loaded from another input** (with `reload`), so the "
-        "table never holds a date's rows twice. The ledger says which rows those are."
+        "naming the holder; released by `restore_table`), then **take back the chunks a "
+        "superseded input of this load committed** (a failed attempt's input since corrected, "
+        "or with `reload` every chunk of this date), so the table never holds a row twice. The "
+        "ledger says which rows those are."
     ),
     "enter_bulk_mode": (
         "**Switch the server to bulk settings** (RDS parameter group, `ALTER SYSTEM`, "
@@ -57,11 +56,8 @@ TASK_DOCS: dict[str, str] = {
     ),
     "finalize_table": (
         "**Finalize**: rebuild the dropped indexes and constraints, autovacuum back on, "
-        "ANALYZE. A retry rebuilds only what is still missing."
-    ),
-    "checkpoint": (
-        "**Manual CHECKPOINT** after the load (PostgreSQL; skipped with a warning without the "
-        "privilege, a no-op on MySQL)."
+        "ANALYZE, then a manual CHECKPOINT (PostgreSQL; skipped with a warning without the "
+        "privilege). A retry rebuilds only what is still missing."
     ),
     "restore_table": (
         "**Teardown: put the table back** as it was saved (indexes, constraints, autovacuum) "

@@ -486,15 +486,15 @@ with DAG(
     batches = preflight()
     setup = [noop.override(task_id=name)() for name in {setup!r}]
     loads = load.expand(chunk=batches)
-    finalize, checkpoint, report = (noop.override(task_id=n)() for n in {after!r})
+    finalize, report = (noop.override(task_id=n)() for n in {after!r})
     restore, exit_ = (noop.override(task_id=n, trigger_rule="all_done")() for n in {teardown!r})
-    chain(staged, batches, *setup, loads, finalize, checkpoint)
-    checkpoint >> report
-    checkpoint >> restore >> exit_
+    chain(staged, batches, *setup, loads, finalize)
+    finalize >> report
+    finalize >> restore >> exit_
 """
 #: the pipeline's tasks in order, around the mapped loads (its teardowns last)
-FLOOR_SETUP_TASKS = ("claim_table", "withdraw_superseded", "enter_bulk_mode", "prepare_table")
-FLOOR_AFTER_TASKS = ("finalize_table", "checkpoint", "report")
+FLOOR_SETUP_TASKS = ("claim_table", "enter_bulk_mode", "prepare_table")
+FLOOR_AFTER_TASKS = ("finalize_table", "report")
 
 
 def airflow_floor(bench: Bench, db: TestDatabase) -> Outcome:

@@ -262,8 +262,14 @@ class LoadReportOperator(TableTaskOperator):
             ends = _as_list(ti.xcom_pull(task_ids=task_id, key=ENDED_AT_KEY))
             stages[name] = stage_seconds(starts, ends)
         summary = summarize(self.table, results, stages)
-        if "checkpoint" in self.stage_task_ids:
-            checkpoint = ti.xcom_pull(task_ids=self.stage_task_ids["checkpoint"])
+        # a checkpoint task of its own, or the pipeline's finalize that checkpoints itself
+        checkpointed_by = self.stage_task_ids.get("checkpoint") or self.stage_task_ids.get(
+            "finalize_table"
+        )
+        if checkpointed_by:
+            checkpoint = ti.xcom_pull(task_ids=checkpointed_by)
+            if isinstance(checkpoint, Mapping):
+                checkpoint = checkpoint.get("checkpoint")
             summary["checkpoint"] = checkpoint if isinstance(checkpoint, str) else None
         if parse_flag(self.validate_only, "validate_only"):
             summary["verification"] = self._dry_run_verification()

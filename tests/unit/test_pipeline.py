@@ -25,10 +25,11 @@ def pipeline(**arguments: Any) -> DAG:
 
 def test_the_pipeline_wires_reload_and_the_reports_table_check() -> None:
     dag = pipeline(reload="{{ params.reload }}")
-    withdraw = dag.get_task("load_public_t.withdraw_superseded")
+    claim = dag.get_task("load_public_t.claim_table")  # claims, then withdraws superseded chunks
     report = dag.get_task("load_public_t.report")
-    assert withdraw.reload == "{{ params.reload }}"  # type: ignore[attr-defined]
-    assert "reload" in withdraw.template_fields
+    assert claim.reload == "{{ params.reload }}"  # type: ignore[attr-defined]
+    assert claim.manifest is not None  # type: ignore[attr-defined]
+    assert {"reload", "manifest", "mode"} <= set(claim.template_fields)
     assert report.conn_id == "pg"  # type: ignore[attr-defined]
     assert report.manifest is not None  # type: ignore[attr-defined]
 
@@ -57,8 +58,8 @@ def test_the_table_is_claimed_before_bulk_mode_and_released_by_the_teardown() ->
     dag = pipeline()
     claim = dag.get_task("load_public_t.claim_table")
     assert "load_public_t.preflight" in claim.upstream_task_ids
-    assert "load_public_t.withdraw_superseded" in claim.downstream_task_ids
     enter = dag.get_task("load_public_t.enter_bulk_mode")
+    assert enter.task_id in claim.downstream_task_ids
     assert claim.task_id in enter.get_flat_relative_ids(upstream=True)
     assert "load_public_t.restore_table" in claim.downstream_task_ids
 
@@ -257,3 +258,18 @@ def test_a_staging_size_no_run_could_use_is_refused_when_the_dag_is_parsed(
     with pytest.raises(ValueError, match=f"{name} must be a size"):
         pipeline(**{name: size})
     pipeline(**{name: "{{ params.size }}"})  # a template is checked once rendered
+
+
+def test_steps_without_a_task_of_their_own_run_inside_their_neighbours() -> None:
+    """Each task launch costs seconds: withdraw runs in claim_table, CHECKPOINT in finalize."""
+    dag = pipeline()
+    ids = {task.task_id.rpartition(".")[2] for task in dag.tasks}
+    assert "withdraw_superseded" not in ids
+    assert "checkpoint" not in ids
+    finalize = dag.get_task("load_public_t.finalize_table")
+    assert finalize.checkpoint is True  # type: ignore[attr-defined]
+    report = dag.get_task("load_public_t.report")
+    assert finalize.task_id in report.upstream_task_ids
+    assert "load_public_t.restore_table" in finalize.downstream_task_ids
+    assert "claim_table" in report.stage_task_ids  # type: ignore[attr-defined]
+    assert "checkpoint" not in report.stage_task_ids  # type: ignore[attr-defined]
