@@ -29,7 +29,6 @@ from airflow_bulkload.exceptions import (
 )
 from airflow_bulkload.hooks.load_verification import LoadVerificationMixin
 from airflow_bulkload.s3io import (
-    s3_client,
     s3_error_code,
     s3_region,
 )
@@ -173,7 +172,7 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
                 try:
                     ref = dialect.qualified_name(conn, dialect.table_ref(table))
                     scratch = dialect.scratch_copy(conn, ref)
-                    with open_chunk_stream(spec, aws_conn_id=self.aws_conn_id) as stream:
+                    with open_chunk_stream(spec, aws_conn_id=None, client=self.s3) as stream:
                         cols = columns if columns is not None else spec.columns
                         into = LoadInto(scratch, cols, spec.format)
                         rows = dialect.load_stream(conn, into, stream, spec.uri)
@@ -337,7 +336,7 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
     def _find_source_line(
         self, spec: ChunkSpec, line: int | None, key: str | None, key_columns: list[str]
     ) -> SourceLine | None:
-        s3 = s3_client(self.aws_conn_id)
+        s3 = self.s3
         manifest = read_manifest(s3, spec.manifest_location)
         if manifest is None or not manifest.sources or not manifest.source_format:
             return None
@@ -395,7 +394,7 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
         probe = probe_of(spec)
         into = LoadInto(ref, columns, fmt)
         if method == "client":
-            with open_chunk_stream(spec, aws_conn_id=self.aws_conn_id) as stream:
+            with open_chunk_stream(spec, aws_conn_id=None, client=self.s3) as stream:
                 rows = dialect.load_stream(conn, into, stream, spec.uri)
                 stream.verify(spec.checksum)
                 nbytes = stream.bytes_read
@@ -417,7 +416,7 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
     def _check_stored_object(self, spec: ChunkSpec) -> None:
         """Server-side loads never see the bytes: check the object's ETag (or size) instead."""
         try:
-            head = s3_client(self.aws_conn_id).head_object(Bucket=spec.bucket, Key=spec.object_key)
+            head = self.s3.head_object(Bucket=spec.bucket, Key=spec.object_key)
         except Exception as exc:
             code = s3_error_code(exc)
             if code in ("NoSuchKey", "404", "NoSuchBucket"):

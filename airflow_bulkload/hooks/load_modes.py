@@ -36,7 +36,6 @@ from airflow_bulkload.modes import (
     old_table,
     work_table,
 )
-from airflow_bulkload.s3io import s3_client
 from airflow_bulkload.staging.manifest import Manifest, read_manifest, staging_key_of
 from airflow_bulkload.table_state import STATUS_DONE
 
@@ -120,7 +119,7 @@ class LoadModesHook(TableStateHook):
         The target is not changed. A work table another load or another input left behind is
         dropped with its ledger entries; this load's own is kept, with the chunks committed so far.
         """
-        staged = read_manifest(s3_client(self.aws_conn_id), manifest, required=True)
+        staged = read_manifest(self.s3, manifest, required=True)
         dialect = self.dialect
         prefix = staging_key_of(manifest)
         with self._session() as conn:
@@ -231,7 +230,7 @@ class LoadModesHook(TableStateHook):
         dropped and prepare made afresh) is never published.
         """
         dialect = self.dialect
-        staged = read_manifest(s3_client(self.aws_conn_id), manifest, required=True)
+        staged = read_manifest(self.s3, manifest, required=True)
         prefix = staging_key_of(manifest)
         with self._session() as conn:
             ref, work = self._target_and_work(conn, table, mode)

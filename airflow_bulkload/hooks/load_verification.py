@@ -13,7 +13,6 @@ from typing import Any
 from airflow_bulkload.catalog import LoadRecord
 from airflow_bulkload.exceptions import LoadVerificationError
 from airflow_bulkload.hooks.table_truth import TableTruthMixin
-from airflow_bulkload.s3io import s3_client
 from airflow_bulkload.staging.manifest import FileFormat, read_manifest, staging_key_of
 from airflow_bulkload.staging.origin import records_with_key
 from airflow_bulkload.staging.sources import open_source
@@ -35,7 +34,7 @@ class LoadVerificationMixin(TableTruthMixin):
         """
         if not key:
             return []
-        s3 = s3_client(self.aws_conn_id)
+        s3 = self.s3
         manifest = read_manifest(s3, manifest_uri)
         if manifest is None or not manifest.sources or not manifest.source_format:
             return []
@@ -71,7 +70,7 @@ class LoadVerificationMixin(TableTruthMixin):
         """
         if mode == "upsert":
             return self._verified_merge(table, manifest_uri)
-        s3 = s3_client(self.aws_conn_id)
+        s3 = self.s3
         manifest = read_manifest(s3, manifest_uri)
         if manifest is None:
             raise LoadVerificationError(f"{manifest_uri}: the manifest is gone; nothing to verify")
@@ -167,7 +166,7 @@ class LoadVerificationMixin(TableTruthMixin):
         }
 
     def _verified_merge(self, table: str, manifest_uri: str) -> dict[str, Any]:
-        manifest = read_manifest(s3_client(self.aws_conn_id), manifest_uri)
+        manifest = read_manifest(self.s3, manifest_uri)
         if manifest is None:
             raise LoadVerificationError(f"{manifest_uri}: the manifest is gone; nothing to verify")
         current_key = staging_key_of(manifest_uri)
