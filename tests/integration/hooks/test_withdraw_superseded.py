@@ -52,23 +52,32 @@ def create_notes(db: TestDatabase, *, primary_key: bool = True) -> None:
     db.query(f"CREATE TABLE notes (id int{key}, note {text})")
 
 
+def failed_then_corrected(
+    db: TestDatabase, moto: MotoServer, bucket: str, tmp_path: Path
+) -> tuple[int, StageResult]:
+    """A load of ``notes`` that fails on a bad row after its first chunks committed, and the
+    corrected input staged again: the rows the failed attempt left, and the new staging."""
+    create_notes(db)
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD + BAD_ROW)
+    first = stage_input(moto, bucket, source)
+    assert len(first.manifest.chunks) > 2
+    with pytest.raises(ChunkLoadError):
+        # the last chunk holds the bad row: the ones before it committed
+        load_all(BulkLoadHook(conn_id=db.conn_id), first)
+    committed = db.query("SELECT count(*) FROM notes")[0][0]
+    assert 0 < committed < 300
+    source.write_text(GOOD + FIXED_ROW)
+    second = stage_input(moto, bucket, source)
+    assert second.prefix != first.prefix
+    return committed, second
+
+
 def test_corrected_input_takes_back_the_failed_attempts_chunks(
     any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
 ) -> None:
-    create_notes(any_db)
-    source = tmp_path / "notes.csv"
-    source.write_text(GOOD + BAD_ROW)
+    committed, second = failed_then_corrected(any_db, moto_server, s3_bucket, tmp_path)
     hook = BulkLoadHook(conn_id=any_db.conn_id)
-    first = stage_input(moto_server, s3_bucket, source)
-    assert len(first.manifest.chunks) > 2
-    with pytest.raises(ChunkLoadError):
-        load_all(hook, first)  # the last chunk holds the bad row: the ones before it committed
-    committed = any_db.query("SELECT count(*) FROM notes")[0][0]
-    assert 0 < committed < 300
-
-    source.write_text(GOOD + FIXED_ROW)
-    second = stage_input(moto_server, s3_bucket, source)
-    assert second.prefix != first.prefix
     taken_back = hook.withdraw_superseded_chunks("notes", second.manifest_uri)
     assert sum(r.rows for r in taken_back) == committed
     assert any_db.query("SELECT count(*) FROM notes")[0][0] == 0
@@ -157,19 +166,28 @@ def test_rows_changed_since_the_chunk_loaded_are_not_taken_back(
     assert any_db.query("SELECT note FROM notes WHERE id = 7") == [("edited",)]
 
 
+def loaded_without_record_then_changed(
+    db: TestDatabase, moto: MotoServer, bucket: str, tmp_path: Path
+) -> StageResult:
+    """300 rows of ``notes`` loaded chunk by chunk with no load record, then a second input for
+    the same date (one row more) staged: the new staging."""
+    create_notes(db)
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD)
+    hook = BulkLoadHook(conn_id=db.conn_id)
+    for chunk in stage_input(moto, bucket, source).manifest.chunks:
+        hook.load_chunk("notes", chunk)
+    source.write_text(GOOD + "301,late arrival\n")
+    return stage_input(moto, bucket, source)
+
+
 def test_chunks_with_no_load_record_are_not_taken_back_without_reload(
     pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
 ) -> None:
     """Chunks committed with no record of their load (a ledger of an earlier release) may be a
     complete load of the date: another input does not replace them unless asked."""
-    create_notes(pg_db)
-    source = tmp_path / "notes.csv"
-    source.write_text(GOOD)
+    second = loaded_without_record_then_changed(pg_db, moto_server, s3_bucket, tmp_path)
     hook = BulkLoadHook(conn_id=pg_db.conn_id)
-    for chunk in stage_input(moto_server, s3_bucket, source).manifest.chunks:
-        hook.load_chunk("notes", chunk)
-    source.write_text(GOOD + "301,late arrival\n")
-    second = stage_input(moto_server, s3_bucket, source)
 
     with pytest.raises(InputAlreadyLoadedError, match=r"no record of whether.*reload=True"):
         hook.withdraw_superseded_chunks("notes", second.manifest_uri)

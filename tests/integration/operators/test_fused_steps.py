@@ -9,18 +9,15 @@ from typing import Any
 
 import pytest
 
-from airflow_bulkload.exceptions import ChunkLoadError, TableClaimedError
+from airflow_bulkload.exceptions import TableClaimedError
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.hooks.table_state import TableStateHook
 from airflow_bulkload.operators import ClaimTableOperator, FinalizeTableOperator
 from tests.harness import MotoServer, TestDatabase
 from tests.integration.hooks.test_withdraw_superseded import (
-    BAD_ROW,
-    FIXED_ROW,
-    GOOD,
     create_notes,
-    load_all,
-    stage_input,
+    failed_then_corrected,
+    loaded_without_record_then_changed,
 )
 
 
@@ -29,29 +26,26 @@ def context() -> dict[str, Any]:
     return {"dag": SimpleNamespace(dag_id="nightly"), "run_id": "scheduled__2026-11-21"}
 
 
+def claim_step(
+    db: TestDatabase, load_id: str, manifest: str | None = None, **more: Any
+) -> ClaimTableOperator:
+    """The pipeline's ``claim_table`` of ``notes``: with a manifest, it withdraws too."""
+    return ClaimTableOperator(
+        task_id="claim_table",
+        table="notes",
+        conn_id=db.conn_id,
+        load_id=load_id,
+        manifest=manifest,
+        **more,
+    )
+
+
 def test_claim_with_the_manifest_takes_back_a_failed_attempts_rows_once(
     any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
 ) -> None:
-    create_notes(any_db)
-    source = tmp_path / "notes.csv"
-    source.write_text(GOOD + BAD_ROW)
+    committed, second = failed_then_corrected(any_db, moto_server, s3_bucket, tmp_path)
     hook = BulkLoadHook(conn_id=any_db.conn_id)
-    first = stage_input(moto_server, s3_bucket, source)
-    with pytest.raises(ChunkLoadError):
-        load_all(hook, first)
-    committed = any_db.query("SELECT count(*) FROM notes")[0][0]
-    assert 0 < committed < 300
-
-    source.write_text(GOOD + FIXED_ROW)
-    second = stage_input(moto_server, s3_bucket, source)
-    claim = ClaimTableOperator(
-        task_id="claim_table",
-        table="notes",
-        conn_id=any_db.conn_id,
-        load_id="tonight",
-        manifest=second.manifest_uri,
-        reload="false",  # as a Param renders it
-    )
+    claim = claim_step(any_db, "tonight", second.manifest_uri, reload="false")  # as a Param
     done = claim.execute(context())  # type: ignore[arg-type]
     assert done["load_id"] == "tonight"
     assert done["withdraw"]["rows"] == committed
@@ -60,9 +54,7 @@ def test_claim_with_the_manifest_takes_back_a_failed_attempts_rows_once(
     assert claim.execute(context())["withdraw"]["chunks"] == []  # type: ignore[arg-type]
 
     # the claim is held: another load waits for it (here: fails at once)
-    other = ClaimTableOperator(
-        task_id="claim_table", table="notes", conn_id=any_db.conn_id, load_id="backfill"
-    )
+    other = claim_step(any_db, "backfill")
     with pytest.raises(TableClaimedError, match="tonight"):
         other.execute(context())  # type: ignore[arg-type]
 
@@ -81,33 +73,13 @@ def test_a_refused_second_input_fails_the_claim_task_and_the_teardown_releases_i
     releases the claim, and the table keeps what it had."""
     from airflow_bulkload.exceptions import InputAlreadyLoadedError
 
-    create_notes(pg_db)
-    source = tmp_path / "notes.csv"
-    source.write_text(GOOD)
-    hook = BulkLoadHook(conn_id=pg_db.conn_id)
-    for chunk in stage_input(moto_server, s3_bucket, source).manifest.chunks:
-        hook.load_chunk("notes", chunk)
-    source.write_text(GOOD + "301,late arrival\n")
-    second = stage_input(moto_server, s3_bucket, source)
-    claim = ClaimTableOperator(
-        task_id="claim_table",
-        table="notes",
-        conn_id=pg_db.conn_id,
-        load_id="tonight",
-        manifest=second.manifest_uri,
-    )
+    second = loaded_without_record_then_changed(pg_db, moto_server, s3_bucket, tmp_path)
+    claim = claim_step(pg_db, "tonight", second.manifest_uri)
     with pytest.raises(InputAlreadyLoadedError, match="reload=True"):
         claim.execute(context())  # type: ignore[arg-type]
     TableStateHook(conn_id=pg_db.conn_id).restore("notes", load_id="tonight")
     assert pg_db.query("SELECT count(*) FROM notes") == [(300,)]
-    again = ClaimTableOperator(
-        task_id="claim_table",
-        table="notes",
-        conn_id=pg_db.conn_id,
-        load_id="tomorrow",
-        manifest=second.manifest_uri,
-        reload=True,
-    )
+    again = claim_step(pg_db, "tomorrow", second.manifest_uri, reload=True)
     assert again.execute(context())["withdraw"]["rows"] == 300  # type: ignore[arg-type]
     assert pg_db.query("SELECT count(*) FROM notes") == [(0,)]
     TableStateHook(conn_id=pg_db.conn_id).restore("notes", load_id="tomorrow")
