@@ -52,7 +52,7 @@ def check_finalize_extra(extra: dict[str, Any] | None) -> None:
     """Refuse now the ``finalize_kwargs`` that finalize would refuse after the load.
 
     A templated field's template or XCom is left for finalize to check once rendered; ``analyze``
-    is not templated, so it must be a bool now.
+    and ``checkpoint`` are not templated, so they must be bools now.
     """
     templated: dict[str, Callable[[Any, str], Any]] = {
         "maintenance_work_mem": check_memory_setting,
@@ -60,7 +60,7 @@ def check_finalize_extra(extra: dict[str, Any] | None) -> None:
     }
     for key, value in (extra or {}).items():
         name = f"finalize_kwargs {key}"
-        if key == "analyze":
+        if key in ("analyze", "checkpoint"):
             check_bool(value, name)
         elif key in templated and not renders_later(value):
             templated[key](value, name)

@@ -11,7 +11,7 @@ on that same table:
   combination of ``maintenance_work_mem`` and ``max_parallel_maintenance_workers`` that the floor
   (the server's defaults) and finalize (bulk mode's ``maintenance_work_mem``, no per-index
   workers) use;
-- ``ANALYZE`` and ``CHECKPOINT``, which finalize and the checkpoint task add.
+- ``ANALYZE`` and ``CHECKPOINT``, which finalize adds (the pipeline's finalize ends with the checkpoint).
 
 Every round drops the indexes first; the table is dropped at the end.
 """

@@ -411,3 +411,12 @@ class CheckpointOperator(BaseOperator):
         return TableStateHook(conn_id=self.conn_id).checkpoint(
             skip_without_privilege=self.skip_without_privilege
         )
+
+
+def __getattr__(name: str) -> Any:
+    # ClaimTableOperator moved to operators/claim.py; DAGs importing it from here still work
+    if name == "ClaimTableOperator":
+        from airflow_bulkload.operators.claim import ClaimTableOperator
+
+        return ClaimTableOperator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

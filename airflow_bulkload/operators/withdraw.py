@@ -41,6 +41,9 @@ class WithdrawSupersededChunksOperator(TableTaskOperator):
     :param load_id: recorded with the load; defaults to ``dag_id/run_id``.
     :param mode: ``replace``/``upsert`` load into a work table of their own and have nothing to
         withdraw: the task then does nothing.
+
+    Returns (XCom) ``{"chunks": [...], "rows": n, "stale": [...], ...}``: the chunks taken back
+    and their rows (none for replace/upsert, with ``"mode"``).
     """
 
     template_fields: Sequence[str] = ("table", "conn_id", "manifest", "reload", "mode")
@@ -95,7 +98,7 @@ def withdraw_superseded(
 ) -> dict[str, Any]:
     """What :class:`WithdrawSupersededChunksOperator` does, for ``operator``'s table and hooks.
 
-    Also run by :class:`~airflow_bulkload.operators.table.ClaimTableOperator` given a manifest,
+    Also run by :class:`~airflow_bulkload.operators.claim.ClaimTableOperator` given a manifest,
     right after it takes the claim, so the pipeline spends one task launch on both.
     """
     log = operator.log

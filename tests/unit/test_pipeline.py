@@ -147,6 +147,11 @@ def test_finalize_arguments_reach_the_index_rebuild_and_may_override_the_plan() 
     templated = "{{ params.mwm }}"
     dag = pipeline(finalize_kwargs={"maintenance_work_mem": templated})
     assert dag.get_task("load_public_t.finalize_table").maintenance_work_mem == templated  # type: ignore[attr-defined]
+    # not templated: the text of a bool would fail finalize after the whole load
+    with pytest.raises(ValueError, match="finalize_kwargs checkpoint must be True or False"):
+        pipeline(finalize_kwargs={"checkpoint": "false"})
+    no_checkpoint = pipeline(finalize_kwargs={"checkpoint": False})
+    assert no_checkpoint.get_task("load_public_t.finalize_table").checkpoint is False  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("stage_group_size", [None, "4GB"])

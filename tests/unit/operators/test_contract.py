@@ -131,6 +131,12 @@ def test_every_parameter_is_documented(cls: type) -> None:
             assert f":param {name}:" in documented, f"{cls.__name__}: {name} is not documented"
 
 
+def test_claim_table_operator_still_imports_from_its_old_module() -> None:
+    from airflow_bulkload.operators.table import ClaimTableOperator as moved
+
+    assert moved is ClaimTableOperator
+
+
 def test_templated_and_literal_values_are_accepted_until_the_task_runs() -> None:
     """Nothing is checked at construction: a UI Param's value is only known at execute."""
     PreflightCheckOperator(task_id="p", table="t", conn_id="c", method="ftp", fail_on="fatal")
