@@ -134,8 +134,9 @@ class PrepareTableOperator(_ModeTableOperator):
         when indexes are dropped; MySQL keeps them (the load runs with ``foreign_key_checks = 0``).
         An index a kept foreign key needs is kept.
     :param incoming_bytes: size of the data to load (templated), for ``"auto"``.
-    :param manifest: ``s3://.../manifest.json`` of the staged input: its size is used for
-        ``"auto"`` when ``incoming_bytes`` is not given (templated).
+    :param manifest: ``s3://.../manifest.json`` of the staged input: its size is read for
+        ``drop_indexes="auto"`` when ``incoming_bytes`` is not given (templated); a given
+        ``drop_indexes`` reads nothing from S3.
     :param aws_conn_id: AWS connection to read the manifest.
     :param load_id: the key of the saved state; default ``dag_id/table/logical date``.
     :param claim_timeout: seconds to wait for another load's claim on the table (default 0: fail
@@ -216,11 +217,9 @@ class PrepareTableOperator(_ModeTableOperator):
             )
         flags = self._flags()
         incoming = parse_optional_int(self.incoming_bytes, "incoming_bytes")
-        if (
-            incoming is None
-            and self.manifest
-            and None in (flags["drop_indexes"], flags["drop_primary_key"])
-        ):
+        # only the index decision weighs the input's size (the primary key's follows the
+        # table's emptiness): a given drop_indexes, as the pipeline's plan, reads no manifest
+        if incoming is None and self.manifest and flags["drop_indexes"] is None:
             incoming = self._manifest_bytes(self.manifest)
         return self.hook().prepare(
             self.table,

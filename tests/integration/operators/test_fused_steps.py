@@ -114,3 +114,26 @@ def test_finalize_with_checkpoint_checkpoints_once_the_table_is_back(
     assert "notes_note" in indexes(any_db)
     # a retry after a lost connection finds the table done and checkpoints again
     assert str(finalize.execute(context())["checkpoint"]).startswith(expected)  # type: ignore[arg-type]
+
+
+def test_prepare_given_the_plans_drop_indexes_reads_no_manifest(
+    any_db: TestDatabase, moto_server: MotoServer
+) -> None:
+    """The pipeline hands prepare_table pre-flight's plan (a bool): the input's size, which
+    only the automatic index decision weighs, is not read again from S3 (a task's S3 client
+    costs tenths of a second on the critical path). Auto still reads it."""
+    from airflow_bulkload.operators import PrepareTableOperator
+
+    create_notes(any_db)
+    gone = "s3://bl-no-such-bucket/staging/manifest.json"
+    common: dict[str, Any] = {"table": "notes", "conn_id": any_db.conn_id, "manifest": gone}
+    auto = PrepareTableOperator(
+        task_id="prepare_table", load_id="tonight", drop_indexes="auto", **common
+    )
+    with pytest.raises(Exception, match="the staging bucket 'bl-no-such-bucket' does not exist"):
+        auto.execute(context())  # type: ignore[arg-type]
+    planned = PrepareTableOperator(
+        task_id="prepare_table", load_id="tonight", drop_indexes=True, **common
+    )
+    assert planned.execute(context())["load_id"] == "tonight"  # type: ignore[arg-type]
+    TableStateHook(conn_id=any_db.conn_id).restore("notes", load_id="tonight")
