@@ -109,7 +109,7 @@ def then(
 def check_waitable(source: str | list[str]) -> None:
     """Refuse ``wait_for_input`` over local paths (a template is checked when it renders)."""
     sources = [source] if isinstance(source, str) else list(source)
-    local = [s for s in sources if not s.startswith(("s3://", "{{"))]
+    local = [s for s in sources if not (s.startswith("s3://") or renders_later(s))]
     if local:
         raise ValueError(f"wait_for_input waits for S3 input, not local paths: {local}")
 
@@ -130,7 +130,8 @@ def check_pipeline_arguments(
 ) -> None:
     """Refuse, when the DAG is parsed, arguments no run could use (``ValueError``).
 
-    A templated value (``"{{ ... }}"``) is checked by its task once rendered.
+    A value that renders later (a ``{{ ... }}`` or ``{% ... %}`` template, an XCom) is checked
+    by its task once rendered.
     """
     if method not in LOAD_METHODS:
         raise ValueError(f"method must be one of {LOAD_METHODS}, got {method!r}")
@@ -150,12 +151,12 @@ def check_pipeline_arguments(
         ("chunk_size", chunk_size),
         ("stage_group_size", stage_group_size),  # None: one stage task
     ):
-        if size is not None and "{{" not in str(size):
+        if size is not None and not renders_later(size):
             parse_size_argument(size, name)
-    if bulk_mode != "off" and "{{" not in reboot_policy:
+    if bulk_mode != "off" and not renders_later(reboot_policy):
         check_reboot_policy(reboot_policy)  # the operator checks again once rendered
-    if "{{" not in str(mode):
-        if isinstance(upsert_keys, str) and "{{" in upsert_keys:
+    if not renders_later(mode):
+        if renders_later(upsert_keys):
             parse_mode(mode)
         else:
             parse_mode_arguments(mode, upsert_keys)

@@ -87,3 +87,24 @@ def test_the_pipeline_refuses_modes_and_keys_no_run_could_use() -> None:
         _check(mode="merge")
     with pytest.raises(ValueError, match="upsert_keys is for mode='upsert'"):
         _check(mode="replace", upsert_keys=["email"])
+
+
+def test_arguments_that_render_later_are_left_for_their_tasks() -> None:
+    """A ``{% ... %}`` template is as much a template as ``{{ ... }}``: checked once rendered."""
+    statement = "{% if params.full %}replace{% else %}append{% endif %}"
+    _check(mode=statement)
+    _check(mode="upsert", upsert_keys="{% if params.k %}{{ params.k }}{% endif %}")
+    _check(reboot_policy="{% if params.reboot %}allowed{% else %}never{% endif %}")
+    _check(load_batch_size="{% if params.big %}8GB{% else %}2GB{% endif %}")
+    with pytest.raises(ValueError, match="load_batch_size"):
+        _check(load_batch_size="lots")
+    with pytest.raises(ValueError, match="reboot_policy"):
+        _check(reboot_policy="sometimes")
+
+
+def test_wait_for_input_takes_s3_and_templates_not_local_paths() -> None:
+    from airflow_bulkload.pipeline_args import check_waitable
+
+    check_waitable(["s3://in/x/", "{{ params.src }}", "{% if x %}s3://a/{% endif %}"])
+    with pytest.raises(ValueError, match="not local paths"):
+        check_waitable("/data/in/*.csv")
