@@ -79,10 +79,10 @@ class CopySafety:
         self._lines = 0  # line ends of the blocks checked so far
         self._open_record_line = 0  # where the record left open by the last block starts
 
-    def needed(self, block: bytes) -> bool:
-        """Whether ``block`` can hold anything :meth:`check` refuses.
+    def _needed(self, block: bytes) -> bool:
+        """Whether ``block`` can hold anything :meth:`check` refuses (else it passes unmatched).
 
-        Blocks without a quote, a backslash-dot or a CR pass (and are counted by :meth:`skip`).
+        Blocks without a quote, a backslash-dot or a CR, outside a quoted value, cannot.
         """
         return self._in_quote or self._quote in block or b"\\." in block or b"\r" in block
 
@@ -91,12 +91,14 @@ class CopySafety:
         """The line ends of the blocks seen so far."""
         return self._lines
 
-    def skip(self, block: bytes) -> None:
-        """Count the lines of a block :meth:`needed` let through unchecked."""
-        self._lines += block.count(b"\n")
-
     def check(self, block: bytes) -> Misread | None:
-        """The first place in ``block`` that ``COPY`` reads differently, else ``None``."""
+        """The first place in ``block`` that ``COPY`` reads differently, else ``None``.
+
+        A block that cannot hold one (no quote, backslash-dot or CR) is only counted.
+        """
+        if not self._needed(block):
+            self._lines += block.count(b"\n")
+            return None
         try:
             misread = self._check(block)
             if misread is not None and self._bare_cr.search(block):

@@ -348,11 +348,7 @@ class _DirectReader:
         that is ``\.`` alone (see :mod:`~airflow_bulkload.staging.copy_safety`). Blocks start
         at a line start.
         """
-        safety = self._copy_safety
-        if not safety.needed(data):
-            safety.skip(data)
-            return
-        misread = safety.check(data)
+        misread = self._copy_safety.check(data)
         if misread is None:
             return
         line = misread.line + (1 if self._spec.skip_header else 0)  # the object's line

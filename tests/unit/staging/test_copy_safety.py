@@ -11,7 +11,7 @@ def first_misread(blocks: list[bytes], delimiter: str = ",") -> tuple[int, int, 
     """(block index, line in that block, reason's start) of the first refusal, else None."""
     safety = CopySafety('"', delimiter)
     for index, block in enumerate(blocks):
-        misread = safety.check(block) if safety.needed(block) else None
+        misread = safety.check(block)
         if misread is not None:
             return index, misread.line, misread.reason.split(",")[0]
     return None
@@ -60,3 +60,11 @@ def test_a_tab_delimited_block_is_judged_by_its_own_delimiter() -> None:
         1,
         "a quote inside an unquoted value",
     )
+
+
+def test_blocks_without_quotes_are_counted_so_later_lines_are_named_right() -> None:
+    """A block with nothing to check passes at C speed, and its lines still count."""
+    safety = CopySafety('"', ",")
+    assert safety.check(b"1,a\n2,b\n3,c\n") is None
+    misread = safety.check(b'4,ok\n5,Monitor 27",x\n')
+    assert misread is not None and misread.line == 5

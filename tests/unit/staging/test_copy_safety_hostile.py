@@ -85,10 +85,9 @@ def line_blocks(data: bytes, size: int) -> list[bytes]:
 def first_refusal(data: bytes, size: int, delimiter: str = ","):  # type: ignore[no-untyped-def]
     safety = CopySafety('"', delimiter)
     for index, block in enumerate(line_blocks(data, size)):
-        if safety.needed(block):
-            misread = safety.check(block)
-            if misread is not None:
-                return index, misread
+        misread = safety.check(block)
+        if misread is not None:
+            return index, misread
     return None
 
 
