@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -18,7 +19,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from airflow_bulkload.advice.plan import DEFAULT_CHUNK_SIZE
 from airflow_bulkload.staging.load_batches import DEFAULT_BATCH_BYTES, batch_count
+from airflow_bulkload.staging.planning import parse_size
 from benchmarks.airflow_runs import AirflowSandbox
 from benchmarks.cluster import BenchCluster, ScheduledRun, start_cluster, wait_seconds
 from benchmarks.datasets import Dataset
@@ -497,6 +500,15 @@ FLOOR_SETUP_TASKS = ("claim_table", "enter_bulk_mode", "prepare_table")
 FLOOR_AFTER_TASKS = ("finalize_table", "report")
 
 
+def pipeline_chunks(bench: Bench) -> int:
+    """How many chunks the pipeline's manifest holds: a gzip part is one where the parts load
+    as stored (PostgreSQL); staging cuts the input into ``chunk_size`` pieces (MySQL)."""
+    if bench.engine.name == "postgres":
+        return len(bench.source.keys)
+    size = parse_size(bench.chunk_size) if bench.chunk_size else DEFAULT_CHUNK_SIZE
+    return max(1, math.ceil(bench.source.raw_bytes / size))
+
+
 def airflow_floor(bench: Bench, db: TestDatabase) -> Outcome:
     """Airflow's own share: the pipeline's task graph, with tasks that do nothing, on the same
     deployment (as many mapped load tasks as the pipeline deals batches, at most the pipeline's
@@ -508,7 +520,7 @@ def airflow_floor(bench: Bench, db: TestDatabase) -> Outcome:
         dag_id=dag_id,
         chunks=batch_count(
             bench.source.raw_bytes,
-            len(bench.source.keys),  # a gzip part is one chunk
+            pipeline_chunks(bench),
             sessions=bench.parallel,
             batch_bytes=DEFAULT_BATCH_BYTES,
         ),

@@ -60,3 +60,22 @@ def test_the_no_op_graph_has_the_pipelines_tasks_and_order() -> None:
     assert edges(floor) <= edges(pipeline)
     load = floor.get_task("load")
     assert load.partial_kwargs["max_active_tis_per_dagrun"] == 2  # type: ignore[attr-defined]
+
+
+def test_the_no_op_graph_maps_as_many_load_tasks_as_the_pipeline_would() -> None:
+    """PostgreSQL loads each gzip part as one chunk; MySQL stages ``chunk_size`` chunks, so a
+    small MySQL input is one chunk and one load task, whatever its number of parts."""
+    from types import SimpleNamespace
+
+    from benchmarks.cases import pipeline_chunks
+
+    def bench(engine: str, raw_bytes: int, chunk_size: str | None = None) -> object:
+        source = SimpleNamespace(keys=[f"part-{i}" for i in range(8)], raw_bytes=raw_bytes)
+        return SimpleNamespace(
+            engine=SimpleNamespace(name=engine), source=source, chunk_size=chunk_size
+        )
+
+    assert pipeline_chunks(bench("postgres", 344_500_000)) == 8  # type: ignore[arg-type]
+    assert pipeline_chunks(bench("mysql", 34_450_000)) == 1  # type: ignore[arg-type]
+    assert pipeline_chunks(bench("mysql", 344_500_000)) == 2  # type: ignore[arg-type]
+    assert pipeline_chunks(bench("mysql", 344_500_000, "64MB")) == 6  # type: ignore[arg-type]
