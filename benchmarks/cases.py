@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import os
 import shutil
 import subprocess
@@ -19,9 +18,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from airflow_bulkload.advice.plan import DEFAULT_CHUNK_SIZE
 from airflow_bulkload.staging.load_batches import DEFAULT_BATCH_BYTES, batch_count
-from airflow_bulkload.staging.planning import parse_size
+from airflow_bulkload.staging.planning import DEFAULT_CHUNK_SIZE, chunk_count, parse_size
 from benchmarks.airflow_runs import AirflowSandbox
 from benchmarks.cluster import BenchCluster, ScheduledRun, start_cluster, wait_seconds
 from benchmarks.datasets import Dataset
@@ -505,8 +503,8 @@ def pipeline_chunks(bench: Bench) -> int:
     as stored (PostgreSQL); staging cuts the input into ``chunk_size`` pieces (MySQL)."""
     if bench.engine.name == "postgres":
         return len(bench.source.keys)
-    size = parse_size(bench.chunk_size) if bench.chunk_size else DEFAULT_CHUNK_SIZE
-    return max(1, math.ceil(bench.source.raw_bytes / size))
+    size = parse_size(bench.chunk_size or DEFAULT_CHUNK_SIZE)
+    return max(1, chunk_count(bench.source.raw_bytes, size))
 
 
 def airflow_floor(bench: Bench, db: TestDatabase) -> Outcome:

@@ -10,11 +10,11 @@ from typing import Any
 from airflow.sdk import Context, conf
 
 from airflow_bulkload.exceptions import BulkLoadError, TableClaimedError
-from airflow_bulkload.knobs import parse_flag
-from airflow_bulkload.modes import APPEND, parse_mode
+from airflow_bulkload.hooks.load_modes import LoadModesHook
+from airflow_bulkload.modes import APPEND
 from airflow_bulkload.operators.table import _TableOperator
 from airflow_bulkload.operators.validation import validate_or_fail
-from airflow_bulkload.operators.withdraw import withdraw_superseded
+from airflow_bulkload.operators.withdraw import check_withdraw_arguments, withdraw_superseded
 from airflow_bulkload.triggers.db_waits import TableClaimTrigger
 
 
@@ -73,14 +73,15 @@ class ClaimTableOperator(_TableOperator):
 
         Run by ``execute`` with the templated fields rendered.
         """
-        parse_flag(self.reload, "reload")
-        parse_mode(self.mode)
+        check_withdraw_arguments(self.reload, self.mode)
 
-    def _then_withdraw(self, context: Context, claimed: dict[str, Any]) -> dict[str, Any]:
+    def _then_withdraw(
+        self, context: Context, hook: LoadModesHook, claimed: dict[str, Any]
+    ) -> dict[str, Any]:
         if not self.manifest:
             return claimed
         withdrawn = withdraw_superseded(
-            self, context, manifest=self.manifest, reload=self.reload, mode=self.mode
+            self, context, manifest=self.manifest, reload=self.reload, mode=self.mode, hook=hook
         )
         return {**claimed, "withdraw": withdrawn}
 
@@ -95,13 +96,13 @@ class ClaimTableOperator(_TableOperator):
                 timeout=self.claim_timeout,
                 poll_interval=self.poll_interval,
             )
-            return self._then_withdraw(context, claimed)
+            return self._then_withdraw(context, hook, claimed)
         try:
             claimed = hook.claim(self.table, load_id=load_id)
         except TableClaimedError as exc:
             self.log.info("%s; deferring the wait (up to %.0f s)", exc, self.claim_timeout)
         else:
-            return self._then_withdraw(context, claimed)
+            return self._then_withdraw(context, hook, claimed)
         self.defer(
             trigger=TableClaimTrigger(
                 conn_id=self.conn_id,
@@ -120,5 +121,6 @@ class ClaimTableOperator(_TableOperator):
             raise TableClaimedError(str(event.get("message")))
         if event.get("status") != "done":
             raise BulkLoadError(f"waiting for the claim on {self.table} failed: {event}")
-        claimed = self.hook().claim(self.table, load_id=self.resolved_load_id(context))
-        return self._then_withdraw(context, claimed)
+        hook = self.hook()
+        claimed = hook.claim(self.table, load_id=self.resolved_load_id(context))
+        return self._then_withdraw(context, hook, claimed)

@@ -337,14 +337,15 @@ class FinalizeTableOperator(_ModeTableOperator):
             "maintenance_work_mem": self.maintenance_work_mem,
             "analyze": self.analyze,
         }
+        hook = self.hook()
         if mode != APPEND:  # rebuild the work table's indexes, then swap it in or merge it
-            done = self.hook().finalize_work_table(
+            done = hook.finalize_work_table(
                 self.table, mode=mode, manifest=str(self.manifest), upsert_keys=keys, **rebuild
             )
         else:
-            done = self.hook().finalize(self.table, manifest=self.manifest or None, **rebuild)
+            done = hook.finalize(self.table, manifest=self.manifest or None, **rebuild)
         if self.checkpoint:
-            done["checkpoint"] = self.hook().checkpoint(skip_without_privilege=True)
+            done["checkpoint"] = hook.checkpoint(skip_without_privilege=True)
         return done
 
 

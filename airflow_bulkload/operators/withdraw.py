@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
@@ -11,6 +11,9 @@ from airflow_bulkload.knobs import parse_flag
 from airflow_bulkload.modes import APPEND, parse_mode
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import validate_or_fail
+
+if TYPE_CHECKING:
+    from airflow_bulkload.hooks.bulk_load import BulkLoadHook
 
 
 class WithdrawSupersededChunksOperator(TableTaskOperator):
@@ -72,8 +75,7 @@ class WithdrawSupersededChunksOperator(TableTaskOperator):
 
         Run by ``execute`` with the templated fields rendered.
         """
-        parse_flag(self.reload, "reload")
-        parse_mode(self.mode)
+        check_withdraw_arguments(self.reload, self.mode)
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
@@ -87,6 +89,12 @@ class WithdrawSupersededChunksOperator(TableTaskOperator):
         )
 
 
+def check_withdraw_arguments(reload: bool | str, mode: str) -> None:
+    """Refuse a rendered ``reload`` that is not a bool or its text, or an unknown ``mode``."""
+    parse_flag(reload, "reload")
+    parse_mode(mode)
+
+
 def withdraw_superseded(
     operator: TableTaskOperator,
     context: Context,
@@ -95,10 +103,11 @@ def withdraw_superseded(
     reload: bool | str,
     mode: str,
     load_id: str | None = None,
+    hook: BulkLoadHook | None = None,
 ) -> dict[str, Any]:
-    """What :class:`WithdrawSupersededChunksOperator` does, for ``operator``'s table and hooks.
+    """What :class:`WithdrawSupersededChunksOperator` does, for ``operator``'s table.
 
-    Also run by :class:`~airflow_bulkload.operators.claim.ClaimTableOperator` given a manifest,
+    Through ``hook`` when the caller has one open (default: the operator's own). Also run by :class:`~airflow_bulkload.operators.claim.ClaimTableOperator` given a manifest,
     right after it takes the claim, so the pipeline spends one task launch on both.
     """
     log = operator.log
@@ -110,7 +119,8 @@ def withdraw_superseded(
         return {"mode": mode, "chunks": [], "rows": 0, "stale": []}  # as reconcile's to_dict
     again = bool(parse_flag(reload, "reload"))
     load_id = load_id or f"{context['dag'].dag_id}/{context['run_id']}"
-    result = operator.bulk_load_hook().reconcile(table, manifest, reload=again, load_id=load_id)
+    hook = hook or operator.bulk_load_hook()
+    result = hook.reconcile(table, manifest, reload=again, load_id=load_id)
     if again:
         log.info(
             "reload: took %d chunk(s), %d rows, of this date back out of %s",
