@@ -3,10 +3,14 @@
 ::
 
     stage [─► stage_group x N (mapped) ─► collect_staging, with stage_group_size]
-          ─► preflight ─► claim_table (and withdraw superseded chunks) ─► enter_bulk_mode (setup)
-          ─► prepare_table (setup)
-          ─► load x N (mapped, a batch of chunks each) ─► finalize_table (and CHECKPOINT) ─► report
-          ─► restore_table (teardown) ─► exit_bulk_mode (teardown)
+          ─► preflight ─► claim_table (and withdraw superseded chunks)
+          ─► enter_bulk_mode (setup) and prepare_table (setup), side by side
+          ─► load x N (mapped, a batch of chunks each) ─► finalize_table (and CHECKPOINT)
+          ─► report, restore_table (teardown) and exit_bulk_mode (teardown), side by side
+
+With ``reboot_policy="allowed"`` (or a templated one) bulk mode may reboot an RDS instance, so
+there ``prepare_table`` waits for ``enter_bulk_mode`` and ``exit_bulk_mode`` for
+``restore_table``, as a reboot must not break their DDL.
 
 Steps that need no task of their own run inside their neighbour (each Airflow task costs seconds
 to start): ``claim_table`` also does ``WithdrawSupersededChunksOperator``'s work and
@@ -54,6 +58,7 @@ from airflow_bulkload.pipeline_args import (
     check_pipeline_arguments,
     mode_param,
     reload_param,
+    renders_later,
     then,
     with_extra,
 )
@@ -449,9 +454,16 @@ def bulk_load_table(
             # still runs and says "0 rows, input empty"; after a failure it does not
             trigger_rule="none_failed",
         )
-        claim >> (enter or prepare)
+        # bulk mode and the table's preparation are independent of each other: side by side
+        # after the claim, one task launch fewer on the way to the load. Not where bulk mode
+        # may reboot the instance: a reboot under prepare's DDL would fail it.
+        may_reboot = renders_later(reboot_policy) or reboot_policy != "never"
+        claim >> prepare
         if enter:
-            enter >> prepare
+            claim >> enter
+            if may_reboot:
+                enter >> prepare
+            enter >> load
         prepare >> load >> finalize >> report
         # Both teardowns run whatever failed, even a setup that failed half-way (prepare after
         # dropping some indexes, enter after changing some settings): the default teardown rule
@@ -463,6 +475,11 @@ def bulk_load_table(
         if enter and exit_:
             exit_.as_teardown(setups=enter)
             exit_.trigger_rule = "all_done"  # type: ignore[assignment]
-            restore >> exit_
+            # the server leaves bulk mode once the load's work is done, beside restore_table
+            # (which has nothing to build once finalize did); after it where a reboot could
+            # break a rebuild restore_table still has to do
+            finalize >> exit_
+            if may_reboot:
+                restore >> exit_
     describe_tasks(group)
     return group

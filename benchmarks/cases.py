@@ -485,17 +485,16 @@ with DAG(
 ) as dag:
     staged = noop.override(task_id="stage")()
     batches = preflight()
+    claim = noop.override(task_id="claim_table")()
     setup = [noop.override(task_id=name)() for name in {setup!r}]
     loads = load.expand(chunk=batches)
-    finalize, report = (noop.override(task_id=n)() for n in {after!r})
-    restore, exit_ = (noop.override(task_id=n, trigger_rule="all_done")() for n in {teardown!r})
-    chain(staged, batches, *setup, loads, finalize)
-    finalize >> report
-    finalize >> restore >> exit_
+    finalize = noop.override(task_id="finalize_table")()
+    after = [noop.override(task_id=n, trigger_rule="all_done")() for n in {after!r}]
+    chain(staged, batches, claim, setup, loads, finalize, after)
 """
-#: the pipeline's tasks in order, around the mapped loads (its teardowns last)
-FLOOR_SETUP_TASKS = ("claim_table", "enter_bulk_mode", "prepare_table")
-FLOOR_AFTER_TASKS = ("finalize_table", "report")
+#: the pipeline's tasks that run side by side after the claim, and after finalize_table
+FLOOR_SETUP_TASKS = ("enter_bulk_mode", "prepare_table")
+FLOOR_AFTER_TASKS = ("report", *TEARDOWN_TASKS)
 
 
 def pipeline_chunks(bench: Bench) -> int:
@@ -525,7 +524,6 @@ def airflow_floor(bench: Bench, db: TestDatabase) -> Outcome:
         parallel=bench.parallel,
         setup=FLOOR_SETUP_TASKS,
         after=FLOOR_AFTER_TASKS,
-        teardown=TEARDOWN_TASKS,
     )
     run = bench.cluster.run(dag_id, source, {}, timeout=600)
     if not run.ok or run.wall_seconds is None:

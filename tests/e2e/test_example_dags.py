@@ -44,7 +44,7 @@ PG_LEDGER_HAS_4 = (
 )
 KILL_POINTS = {
     "after_staging": {"before": "preflight"},
-    "after_enter_bulk_mode": {"before": "prepare_table"},
+    "after_claim": {"before": "prepare_table"},  # enter_bulk_mode may have run beside it
     "after_prepare": {"before": "load#0"},
     # two load sessions: the six chunks are two load tasks of three (load batches)
     "after_half_the_chunks": {"before": "load#1"},

@@ -64,6 +64,48 @@ def test_the_table_is_claimed_before_bulk_mode_and_released_by_the_teardown() ->
     assert "load_public_t.restore_table" in claim.downstream_task_ids
 
 
+def ids(task_ids: set[str]) -> set[str]:
+    return {task_id.rsplit(".", 1)[-1] for task_id in task_ids}
+
+
+def test_bulk_mode_and_the_tables_preparation_run_side_by_side() -> None:
+    """Neither needs the other: after the claim both start, and the load waits for both; after
+    finalize_table the report and both teardowns start together."""
+    dag = pipeline()
+    task = {t.task_id.rsplit(".", 1)[-1]: t for t in dag.tasks}
+    assert {"enter_bulk_mode", "prepare_table"} <= ids(task["claim_table"].downstream_task_ids)
+    assert "prepare_table" not in ids(task["enter_bulk_mode"].downstream_task_ids)
+    assert {"enter_bulk_mode", "prepare_table"} <= ids(task["load"].upstream_task_ids)
+    assert ids(task["finalize_table"].downstream_task_ids) == {
+        "report",
+        "restore_table",
+        "exit_bulk_mode",
+    }
+    assert "exit_bulk_mode" not in ids(task["restore_table"].downstream_task_ids)
+    assert task["exit_bulk_mode"].trigger_rule == "all_done"
+    assert task["exit_bulk_mode"].is_teardown
+
+
+@pytest.mark.parametrize("reboot_policy", ["allowed", "{{ params.reboot_policy }}"])
+def test_where_bulk_mode_may_reboot_the_instance_the_table_ddl_waits_for_it(
+    reboot_policy: str,
+) -> None:
+    """A reboot under prepare_table's or restore_table's DDL would break it: with a reboot
+    allowed (or not known before the run) they run one after the other, as before."""
+    dag = pipeline(rds_instance="db1", reboot_policy=reboot_policy)
+    task = {t.task_id.rsplit(".", 1)[-1]: t for t in dag.tasks}
+    assert "prepare_table" in ids(task["enter_bulk_mode"].downstream_task_ids)
+    assert "exit_bulk_mode" in ids(task["restore_table"].downstream_task_ids)
+
+
+def test_without_bulk_mode_the_claim_leads_to_prepare() -> None:
+    dag = pipeline(bulk_mode="off")
+    task = {t.task_id.rsplit(".", 1)[-1]: t for t in dag.tasks}
+    assert "enter_bulk_mode" not in task and "exit_bulk_mode" not in task
+    assert "prepare_table" in ids(task["claim_table"].downstream_task_ids)
+    assert ids(task["load"].upstream_task_ids) >= {"prepare_table"}
+
+
 def test_knobs_left_on_auto_take_the_preflight_plan_as_native_values() -> None:
     from airflow.sdk.definitions.xcom_arg import PlainXComArg
 

@@ -10,7 +10,6 @@ from benchmarks.cases import (
     AIRFLOW_FLOOR_DAG,
     FLOOR_AFTER_TASKS,
     FLOOR_SETUP_TASKS,
-    TEARDOWN_TASKS,
 )
 
 
@@ -21,7 +20,6 @@ def floor_dag() -> DAG:
         parallel=2,
         setup=FLOOR_SETUP_TASKS,
         after=FLOOR_AFTER_TASKS,
-        teardown=TEARDOWN_TASKS,
     )
     namespace: dict[str, object] = {}
     exec(
@@ -50,6 +48,19 @@ def edges(dag: DAG) -> set[tuple[str, str]]:
     }
 
 
+def longest_chain(dag: DAG) -> int:
+    """How many tasks the longest path through ``dag`` runs one after another."""
+    memo: dict[str, int] = {}
+
+    def depth(task_id: str) -> int:
+        if task_id not in memo:
+            downs = dag.get_task(task_id).downstream_task_ids
+            memo[task_id] = 1 + max((depth(d) for d in downs), default=0)
+        return memo[task_id]
+
+    return max(depth(task.task_id) for task in dag.tasks)
+
+
 def test_the_no_op_graph_has_the_pipelines_tasks_and_order() -> None:
     floor, pipeline = floor_dag(), pipeline_dag()
     assert {t.task_id for t in floor.tasks} == {
@@ -58,6 +69,8 @@ def test_the_no_op_graph_has_the_pipelines_tasks_and_order() -> None:
     # every ordering of the no-op graph is one the pipeline has (the pipeline adds a few more
     # edges between its setups and teardowns, which do not lengthen its critical path)
     assert edges(floor) <= edges(pipeline)
+    # and its longest chain of tasks is the pipeline's: what Airflow costs on the critical path
+    assert longest_chain(floor) == longest_chain(pipeline) == 7
     load = floor.get_task("load")
     assert load.partial_kwargs["max_active_tis_per_dagrun"] == 2  # type: ignore[attr-defined]
 
