@@ -63,6 +63,11 @@ class Services:
             print("starting Airflow (api-server, scheduler, dag-processor) ...", file=sys.stderr)
             env = dict(os.environ) | {"AIRFLOW_CONN_AWS_DEFAULT": self.moto.server.airflow_conn()}
             self._cluster = start_cluster(self.work / "cluster", env, self.airflow_parallelism)
+            print(
+                f"warmed up: a one-task DAG run took {self._cluster.warm_up_seconds or 0:.1f} s"
+                " (a fresh deployment's one-time start-up; no timed run pays it)",
+                file=sys.stderr,
+            )
         return self._cluster
 
     def pids(self) -> set[int]:
