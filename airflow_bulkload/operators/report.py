@@ -19,19 +19,33 @@ from airflow_bulkload.operators.base import TableTaskOperator
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-#: XCom keys the pipeline's timing hooks push on every stage task
+#: XCom key the pipeline's timing hooks push on every stage task: ``{"started": s, "ended": e}``
+#: (epoch seconds of its execute()), one XCom per task instance, written when it ends
+TIMING_KEY = "bulkload_timing"
+#: the keys of releases that pushed the two marks apart (read for runs started before upgrading)
 STARTED_AT_KEY = "bulkload_started_at"
 ENDED_AT_KEY = "bulkload_ended_at"
+
+# when each running task instance of this process started: one XCom write per task, not two
+# (every write is a request to Airflow's API server, on the pipeline's critical path)
+_started_at: dict[object, float] = {}
+
+
+def _instance_key(context: Context) -> object:
+    ti = context["ti"]
+    return getattr(ti, "id", None) or id(ti)
 
 
 def record_start(context: Context) -> None:
     """``pre_execute`` hook: note when a stage task started (for the load report)."""
-    context["ti"].xcom_push(key=STARTED_AT_KEY, value=datetime.now(UTC).timestamp())
+    _started_at[_instance_key(context)] = datetime.now(UTC).timestamp()
 
 
 def record_end(context: Context, result: Any = None) -> None:
-    """``post_execute`` hook: note when a stage task ended (for the load report)."""
-    context["ti"].xcom_push(key=ENDED_AT_KEY, value=datetime.now(UTC).timestamp())
+    """``post_execute`` hook: push when a stage task started and ended (for the load report)."""
+    ended = datetime.now(UTC).timestamp()
+    started = _started_at.pop(_instance_key(context), None)
+    context["ti"].xcom_push(key=TIMING_KEY, value={"started": started, "ended": ended})
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -258,8 +272,13 @@ class LoadReportOperator(TableTaskOperator):
         ]
         stages: dict[str, float | None] = {}
         for name, task_id in self.stage_task_ids.items():
-            starts = _as_list(ti.xcom_pull(task_ids=task_id, key=STARTED_AT_KEY))
-            ends = _as_list(ti.xcom_pull(task_ids=task_id, key=ENDED_AT_KEY))
+            marks = [m for m in _as_list(ti.xcom_pull(task_ids=task_id, key=TIMING_KEY)) if m]
+            if marks:
+                starts = [m.get("started") for m in marks if isinstance(m, Mapping)]
+                ends = [m.get("ended") for m in marks if isinstance(m, Mapping)]
+            else:  # a task that ran before an upgrade pushed the two marks apart
+                starts = _as_list(ti.xcom_pull(task_ids=task_id, key=STARTED_AT_KEY))
+                ends = _as_list(ti.xcom_pull(task_ids=task_id, key=ENDED_AT_KEY))
             stages[name] = stage_seconds(starts, ends)
         summary = summarize(self.table, results, stages)
         # a checkpoint task of its own, or the pipeline's finalize that checkpoints itself
