@@ -380,6 +380,10 @@ class ServerSettings(abc.ABC):
     default_state_database: ClassVar[str]
 
     @abc.abstractmethod
+    def is_privilege_error(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the server refusing the user a privilege (not a lost connection)."""
+
+    @abc.abstractmethod
     def connect_server(self, conn_id: str, state_database: str) -> Any:
         """An autocommit connection for bulk mode's state and the server's settings.
 

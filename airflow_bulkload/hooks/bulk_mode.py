@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from contextlib import closing
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import closing, contextmanager
 from datetime import timedelta
 from functools import cached_property
 from typing import Any
@@ -42,7 +42,7 @@ from airflow_bulkload.bulk_mode.rds import RdsBulkModeBackend
 from airflow_bulkload.bulk_mode.status import WaitSpec
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.dialects import Dialect, dialect_for
-from airflow_bulkload.exceptions import BulkModeRefusedError
+from airflow_bulkload.exceptions import BulkModeRefusedError, InsufficientPrivilegeError
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,24 @@ class SelfManagedBulkModeBackend:
         """An autocommit connection for bulk mode's state and the server's settings."""
         return self.sql.connect_server(self.conn_id, self.state_database)
 
+    @contextmanager
+    def _privileges_explained(self, action: str) -> Iterator[None]:
+        """Turn the server's bare "permission denied" into what bulk mode needs and the ways out."""
+        try:
+            yield
+        except Exception as exc:
+            if not self.sql.is_privilege_error(exc):
+                raise
+            raise InsufficientPrivilegeError(
+                f"{self.conn_id}: cannot {action} bulk mode: on a self-managed server it changes "
+                "server-wide settings (ALTER SYSTEM on PostgreSQL, SET GLOBAL on MySQL) and keeps "
+                f"its leases and the original values in database {self.state_database!r}, which "
+                "needs a superuser (PostgreSQL) or SUPER / SYSTEM_VARIABLES_ADMIN with rights on "
+                "that database (MySQL). Use such a connection for bulk mode, give rds_instance / "
+                "rds_cluster on RDS (parameter groups), or pass bulk_mode='off'. "
+                f"Server said: {str(exc).strip()}"
+            ) from exc
+
     def _live_leases(self, conn: Any, keep: str | None = None) -> list[tuple[str, str, float]]:
         now = self.clock()
         leases = self.sql.bulk_mode_leases(conn)
@@ -109,7 +127,7 @@ class SelfManagedBulkModeBackend:
 
     def enter(self, key: LeaseKey, ttl: float) -> None:
         settings = resolve_bulk_settings(self.engine, self.setting_overrides, rds=False)
-        with closing(self.connect()) as conn:
+        with self._privileges_explained("enter"), closing(self.connect()) as conn:
             self.sql.ensure_state_schema(conn)
             with self.sql.bulk_mode_lock(conn):
                 for name in settings:
@@ -144,7 +162,7 @@ class SelfManagedBulkModeBackend:
                 )
 
     def renew(self, key: LeaseKey, ttl: float) -> bool:
-        with closing(self.connect()) as conn:
+        with self._privileges_explained("renew the lease of"), closing(self.connect()) as conn:
             self.sql.ensure_state_schema(conn)
             with self.sql.bulk_mode_lock(conn):
                 if not any(lease[0] == key.token for lease in self.sql.bulk_mode_leases(conn)):
@@ -153,7 +171,7 @@ class SelfManagedBulkModeBackend:
                 return True
 
     def exit(self, key: LeaseKey) -> None:
-        with closing(self.connect()) as conn:
+        with self._privileges_explained("exit"), closing(self.connect()) as conn:
             self.sql.ensure_state_schema(conn)
             with self.sql.bulk_mode_lock(conn):
                 self.sql.delete_bulk_mode_leases(conn, [key.token])

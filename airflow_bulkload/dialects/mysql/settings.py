@@ -31,6 +31,8 @@ _INTEGER_VALUE = re.compile(r"^-?\d+$")
 _ER_UNKNOWN_SYSTEM_VARIABLE = 1193
 
 _ER_READ_ONLY_VARIABLE = 1238
+# denied: a database, SUPER / SYSTEM_VARIABLES_ADMIN, a table, a column
+_ER_PRIVILEGE_DENIED = {1044, 1227, 1142, 1143}
 
 
 def system_variable(name: str) -> str:
@@ -49,6 +51,15 @@ class MySqlSettings(MySqlSession):
     """Server-wide ``SET GLOBAL`` values; the originals are kept in the state tables."""
 
     default_state_database = "bulkload"
+
+    def is_privilege_error(self, exc: BaseException) -> bool:
+        import MySQLdb
+
+        return (
+            isinstance(exc, MySQLdb.Error)
+            and bool(exc.args)
+            and exc.args[0] in _ER_PRIVILEGE_DENIED
+        )
 
     def connect_server(self, conn_id: str, state_database: str) -> Any:
         """A connection as the Airflow connection has it; each statement names the state database."""

@@ -30,6 +30,11 @@ class PostgresSettings(PostgresSession):
 
     default_state_database = "postgres"
 
+    def is_privilege_error(self, exc: BaseException) -> bool:
+        from psycopg import errors as pg_errors
+
+        return isinstance(exc, pg_errors.InsufficientPrivilege)
+
     def connect_server(self, conn_id: str, state_database: str) -> Any:
         """A connection to the state database, where the ``bulkload`` schema and its locks are."""
         conn: Any = postgres_hook(conn_id, database=state_database).get_conn()
