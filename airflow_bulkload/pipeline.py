@@ -8,9 +8,10 @@
           ─► load x N (mapped, a batch of chunks each) ─► finalize_table (and CHECKPOINT)
           ─► report, restore_table (teardown) and exit_bulk_mode (teardown), side by side
 
-With ``reboot_policy="allowed"`` (or a templated one) bulk mode may reboot an RDS instance, so
-there ``prepare_table`` waits for ``enter_bulk_mode`` and ``exit_bulk_mode`` for
-``restore_table``, as a reboot must not break their DDL.
+On RDS / Aurora (``rds_instance`` or ``rds_cluster``) bulk mode may reboot the instance (with
+this run's ``reboot_policy="allowed"``, or another holder's, or when the last holder leaves a
+swapped parameter group), so there ``prepare_table`` waits for ``enter_bulk_mode`` and
+``exit_bulk_mode`` for ``restore_table``, as a reboot must not break their DDL.
 
 Steps that need no task of their own run inside their neighbour (each Airflow task costs seconds
 to start): ``claim_table`` also does ``WithdrawSupersededChunksOperator``'s work and
@@ -58,7 +59,6 @@ from airflow_bulkload.pipeline_args import (
     check_pipeline_arguments,
     mode_param,
     reload_param,
-    renders_later,
     then,
     with_extra,
 )
@@ -455,9 +455,10 @@ def bulk_load_table(
             trigger_rule="none_failed",
         )
         # bulk mode and the table's preparation are independent of each other: side by side
-        # after the claim, one task launch fewer on the way to the load. Not where bulk mode
-        # may reboot the instance: a reboot under prepare's DDL would fail it.
-        may_reboot = renders_later(reboot_policy) or reboot_policy != "never"
+        # after the claim, one task launch fewer on the way to the load. Not on RDS / Aurora:
+        # a reboot under prepare's or restore's DDL would break it, and a reboot there follows
+        # the instance's shared state (another holder's reboot policy or swap), not only ours.
+        may_reboot = bool(rds_instance or rds_cluster)
         claim >> prepare
         if enter:
             claim >> enter

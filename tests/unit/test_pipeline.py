@@ -82,20 +82,42 @@ def test_bulk_mode_and_the_tables_preparation_run_side_by_side() -> None:
         "exit_bulk_mode",
     }
     assert "exit_bulk_mode" not in ids(task["restore_table"].downstream_task_ids)
-    assert task["exit_bulk_mode"].trigger_rule == "all_done"
-    assert task["exit_bulk_mode"].is_teardown
+    # restore_table still follows the claim (to release it), prepare and finalize, whatever ends
+    assert {"claim_table", "prepare_table", "finalize_table"} <= ids(
+        task["restore_table"].upstream_task_ids
+    )
+    assert {"enter_bulk_mode", "finalize_table"} <= ids(task["exit_bulk_mode"].upstream_task_ids)
+    for teardown in ("restore_table", "exit_bulk_mode"):
+        assert task[teardown].trigger_rule == "all_done"
+        assert task[teardown].is_teardown
 
 
-@pytest.mark.parametrize("reboot_policy", ["allowed", "{{ params.reboot_policy }}"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        {"rds_instance": "db1"},
+        {"rds_instance": "db1", "reboot_policy": "allowed"},
+        {"rds_instance": "db1", "reboot_policy": "{{ params.reboot_policy }}"},
+        {"rds_cluster": "aurora1"},
+    ],
+)
 def test_where_bulk_mode_may_reboot_the_instance_the_table_ddl_waits_for_it(
-    reboot_policy: str,
+    target: dict[str, str],
 ) -> None:
-    """A reboot under prepare_table's or restore_table's DDL would break it: with a reboot
-    allowed (or not known before the run) they run one after the other, as before."""
-    dag = pipeline(rds_instance="db1", reboot_policy=reboot_policy)
+    """A reboot under prepare_table's or restore_table's DDL would break it. On RDS a reboot
+    follows the instance's shared state (another holder's policy, a swap left by the last
+    holder), whatever this run's policy: there they run one after the other, as before."""
+    dag = pipeline(**target)
     task = {t.task_id.rsplit(".", 1)[-1]: t for t in dag.tasks}
     assert "prepare_table" in ids(task["enter_bulk_mode"].downstream_task_ids)
     assert "exit_bulk_mode" in ids(task["restore_table"].downstream_task_ids)
+
+
+def test_a_self_managed_server_never_reboots_so_its_setups_run_side_by_side() -> None:
+    dag = pipeline(reboot_policy="allowed")  # no RDS target: the policy has nothing to reboot
+    task = {t.task_id.rsplit(".", 1)[-1]: t for t in dag.tasks}
+    assert "prepare_table" not in ids(task["enter_bulk_mode"].downstream_task_ids)
+    assert "exit_bulk_mode" not in ids(task["restore_table"].downstream_task_ids)
 
 
 def test_without_bulk_mode_the_claim_leads_to_prepare() -> None:
