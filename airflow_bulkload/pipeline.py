@@ -458,7 +458,7 @@ def bulk_load_table(
         # after the claim, one task launch fewer on the way to the load. Not on RDS / Aurora:
         # a reboot under prepare's or restore's DDL would break it, and a reboot there follows
         # the instance's shared state (another holder's reboot policy or swap), not only ours.
-        may_reboot = bool(rds_instance or rds_cluster)
+        may_reboot = bulk_target.is_rds
         claim >> prepare
         if enter:
             claim >> enter

@@ -38,8 +38,8 @@ WORKER_TITLE = "airflow worker -- "  # the task process's title: the task instan
 LOCAL_SETTINGS = "from benchmarks.task_policy import task_policy  # noqa: F401\n"
 WARM_UP_DAG_ID = "bench_warm_up"
 #: one task that does nothing: the first task a freshly started deployment runs pays seconds of
-#: one-time start-up (measured 4-6 s here) that a long-running deployment paid long ago
-WARM_UP_DAG = """
+#: one-time start-up (measured 4-8 s here) that a long-running deployment paid long ago
+WARM_UP_DAG = f"""
 import pendulum
 from airflow.sdk import DAG, task
 
@@ -50,7 +50,7 @@ def noop():
 
 
 with DAG(
-    dag_id="bench_warm_up", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")
+    dag_id={WARM_UP_DAG_ID!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")
 ):
     noop()
 """

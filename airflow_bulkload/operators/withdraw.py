@@ -107,8 +107,9 @@ def withdraw_superseded(
 ) -> dict[str, Any]:
     """What :class:`WithdrawSupersededChunksOperator` does, for ``operator``'s table.
 
-    Through ``hook`` when the caller has one open (default: the operator's own). Also run by :class:`~airflow_bulkload.operators.claim.ClaimTableOperator` given a manifest,
-    right after it takes the claim, so the pipeline spends one task launch on both.
+    Through ``hook`` when the caller has one open (default: the operator's own). Also run by
+    :class:`~airflow_bulkload.operators.claim.ClaimTableOperator` given a manifest, right after
+    it takes the claim, so the pipeline spends one task launch on both.
     """
     log = operator.log
     table = operator.table
