@@ -44,10 +44,13 @@ class Services:
     """What serves every case and size of one run: the moto S3 server, and, started at first
     use, the Airflow deployment (the pipeline) and a ``dags test`` home (the S3ToSql slice)."""
 
-    def __init__(self, work: Path, moto: MotoProcess, airflow_parallelism: int) -> None:
+    def __init__(
+        self, work: Path, moto: MotoProcess, airflow_parallelism: int, *, preload: bool = True
+    ) -> None:
         self.work = work
         self.moto = moto
         self.airflow_parallelism = airflow_parallelism
+        self.preload = preload
         self._sandbox: AirflowSandbox | None = None
         self._cluster: BenchCluster | None = None
 
@@ -62,7 +65,9 @@ class Services:
         if self._cluster is None:
             print("starting Airflow (api-server, scheduler, dag-processor) ...", file=sys.stderr)
             env = dict(os.environ) | {"AIRFLOW_CONN_AWS_DEFAULT": self.moto.server.airflow_conn()}
-            self._cluster = start_cluster(self.work / "cluster", env, self.airflow_parallelism)
+            self._cluster = start_cluster(
+                self.work / "cluster", env, self.airflow_parallelism, preload=self.preload
+            )
             print(
                 f"warmed up: a one-task DAG run took {self._cluster.warm_up_seconds or 0:.1f} s"
                 " (a fresh deployment's one-time start-up; no timed run pays it)",
@@ -391,7 +396,9 @@ def _pipeline(bench: Bench, db: TestDatabase, *, staged: bool) -> Outcome:
             f"pipeline DAG run {run.state}, report {'found' if run.report else 'missing'}:\n"
             + cluster.diagnostics(dag_id)[-4000:]
         )
-    outcome = pipeline_outcome(run, bench.services.airflow_parallelism)
+    outcome = pipeline_outcome(
+        run, bench.services.airflow_parallelism, preload=bench.services.preload
+    )
     outcome.details["staged_mb"] = round(
         staged_bytes(bench.services.moto.server.client("s3"), STAGING_BUCKET, db.name) / 1e6, 1
     )
@@ -409,7 +416,9 @@ def staged_bytes(s3: Any, bucket: str, prefix: str) -> int:
     return total
 
 
-def pipeline_outcome(run: ScheduledRun, airflow_parallelism: int) -> Outcome:
+def pipeline_outcome(
+    run: ScheduledRun, airflow_parallelism: int, *, preload: bool = True
+) -> Outcome:
     """The case's result from a finished run: wall time, stages, per-task peaks."""
     assert run.report is not None and run.wall_seconds is not None
     stages = pipeline_stages(stages_from_report(run.report), run.task_seconds)
@@ -417,14 +426,15 @@ def pipeline_outcome(run: ScheduledRun, airflow_parallelism: int) -> Outcome:
     loads = run.max_concurrent.get("load", 0)
     rss = [t.peak_rss_mb for t in run.tasks if t.peak_rss_mb is not None]
     note = (
-        f"DAG run wall (queued->end), LocalExecutor parallelism {airflow_parallelism}; "
-        f"stage sum {stage_sum:.2f} s; up to {loads} loads at once"
+        f"DAG run wall (queued->end), LocalExecutor parallelism {airflow_parallelism}"
+        f"{', workers preload the provider' if preload else ', no preload'}; stage sum {stage_sum:.2f} s; up to {loads} loads at once"
     )
     details = {
         "wall_s": round(run.wall_seconds, 3),
         "running_s": None if run.running_seconds is None else round(run.running_seconds, 3),
         "stage_sum_s": round(stage_sum, 3),
         "airflow_parallelism": airflow_parallelism,
+        "preload": preload,
         "max_concurrent": run.max_concurrent,
         "peak_temp_total_mb": run.peak_temp_total_mb,
         "tasks": per_stage_peaks(run),

@@ -4,8 +4,11 @@
 (api-server, scheduler with the LocalExecutor, dag-processor, on a throwaway home with a SQLite
 metadata database) pointed at a dags folder of the benchmark's own, with ``[core] parallelism``
 set (≥ 2: Airflow 3's LocalExecutor runs that many tasks at once on SQLite too; the run's
-overlapping load tasks show it) and a cluster policy that gives each task instance a temp dir of
-its own (``benchmarks/task_policy.py``).
+overlapping load tasks show it), a cluster policy that gives each task instance a temp dir of
+its own (``benchmarks/task_policy.py``) and, unless ``preload=False`` (``--no-preload``), the line
+docs/scaling.md recommends to deployments, ``import airflow_bulkload.preload`` in
+``airflow_local_settings.py``, so the workers import the provider once and every task process
+forked from them starts with it.
 
 :meth:`BenchCluster.run` adds the target's connection (``airflow connections add``), writes the
 DAG file, waits for the dag-processor, triggers a run (``airflow dags trigger``) and follows it
@@ -30,12 +33,12 @@ from typing import Any
 from benchmarks.memory import descendants
 from benchmarks.summary import parse_report_line
 from benchmarks.task_policy import TASK_TMP
-from tests.e2e.airflow_cluster import AirflowCluster
+from tests.e2e.airflow_cluster import PRELOAD_SETTINGS, AirflowCluster
 
 #: the logical date of the benchmark's runs (as ``airflow dags test`` used)
 LOGICAL_DATE = "2026-01-02T00:00:00+00:00"
 WORKER_TITLE = "airflow worker -- "  # the task process's title: the task instance's id follows
-LOCAL_SETTINGS = "from benchmarks.task_policy import task_policy  # noqa: F401\n"
+TASK_POLICY_SETTINGS = "from benchmarks.task_policy import task_policy  # noqa: F401\n"
 WARM_UP_DAG_ID = "bench_warm_up"
 #: one task that does nothing: the first task a freshly started deployment runs pays seconds of
 #: one-time start-up (measured 4-8 s here) that a long-running deployment paid long ago
@@ -171,7 +174,14 @@ class BenchCluster(AirflowCluster):
     """The e2e cluster with the benchmark's dags folder, parallelism and per-task temp dirs."""
 
     parallelism: int = 4
+    #: workers import the provider once, as docs/scaling.md recommends (``--no-preload``: not)
+    preload: bool = True
     runs: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.local_settings = TASK_POLICY_SETTINGS + (PRELOAD_SETTINGS if self.preload else "")
+
     warm_up_seconds: float | None = None  # the warm-up run's wall time (queued to end)
 
     @property
@@ -192,9 +202,8 @@ class BenchCluster(AirflowCluster):
         }
 
     def start(self) -> None:
-        for folder in (self.dags, self.task_tmp, self.home / "config"):
+        for folder in (self.dags, self.task_tmp):
             folder.mkdir(parents=True, exist_ok=True)
-        (self.home / "config" / "airflow_local_settings.py").write_text(LOCAL_SETTINGS)
         super().start()
         self.wait_for_api(timeout=300)
         self.warm_up()
@@ -321,9 +330,11 @@ def most_at_once(spans: list[tuple[float, float]]) -> int:
     return most
 
 
-def start_cluster(workdir: Path, base_env: dict[str, str], parallelism: int) -> BenchCluster:
+def start_cluster(
+    workdir: Path, base_env: dict[str, str], parallelism: int, *, preload: bool = True
+) -> BenchCluster:
     """A started cluster (the caller stops it); fails with the services' logs."""
-    cluster = BenchCluster(workdir, base_env, parallelism=parallelism)
+    cluster = BenchCluster(workdir, base_env, parallelism=parallelism, preload=preload)
     try:
         cluster.start()
     except BaseException:

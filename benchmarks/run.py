@@ -18,7 +18,8 @@ order-independent checksum equal to the source before its time counts; every tim
   linearly.
 - ``pipeline``: ``airflow_bulkload.pipeline.bulk_load_table`` on a running Airflow deployment
   (api-server, scheduler with the LocalExecutor and ``--airflow-parallelism`` ≥ 2, dag-processor;
-  SQLite metadata database), triggered with ``airflow dags trigger``, reading the S3 prefix. Its
+  SQLite metadata database; its workers import ``airflow_bulkload.preload`` as docs/scaling.md
+  recommends, unless ``--no-preload``), triggered with ``airflow dags trigger``, reading the S3 prefix. Its
   time is the DAG run's wall time, ``queued_at`` to ``end_date``; the stage times of the load
   report, their sum, and each task's peak RSS and temp disk are printed beside it.
 - ``pgloader`` / ``mariadb_import``: the Debian peers (null when not installed), reading a local,
@@ -138,6 +139,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=max(2, 2 * cpus),
         help="[core] parallelism of the LocalExecutor the pipeline runs on (at least 2)",
+    )
+    parser.add_argument(
+        "--no-preload",
+        dest="preload",
+        action="store_false",
+        help="the Airflow deployment's workers do not import airflow_bulkload.preload (each task "
+        "imports the provider itself, as on a deployment without the recommended line)",
     )
     parser.add_argument(
         "--mysql-buffer-pool",
@@ -362,7 +370,9 @@ def main(argv: list[str] | None = None) -> None:
                     given = ", ".join(f"{name}={value!r}" for name, value in args.pipeline_args)
                     settings = f"{settings}; pipeline with {given}"
                 moto = MotoProcess(work / "moto.log")
-                services = Services(work, moto, args.airflow_parallelism)
+                if not args.preload:
+                    settings = f"{settings}; workers without airflow_bulkload.preload"
+                services = Services(work, moto, args.airflow_parallelism, preload=args.preload)
                 if args.scaling:
                     run_scaling(args, work, services, settings)
                 else:

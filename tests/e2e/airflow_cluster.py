@@ -31,6 +31,8 @@ SERVICES = {
     "scheduler": ["scheduler"],
     "dag-processor": ["dag-processor"],
 }
+#: the deployment recommendation of docs/scaling.md: workers import the provider once
+PRELOAD_SETTINGS = "import airflow_bulkload.preload  # noqa: F401\n"
 
 
 def kill_process_trees(pids: Iterable[int]) -> None:
@@ -71,6 +73,8 @@ class AirflowCluster:
     port: int = field(default_factory=free_port)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     dags_folder: Path = REPO_ROOT / "dags"
+    #: the Airflow home's ``config/airflow_local_settings.py`` (none when empty)
+    local_settings: str = ""
 
     executor: ClassVar[str] = "LocalExecutor"
     #: errors a poll of the metadata database may meet before it is ready (then it polls again)
@@ -115,11 +119,19 @@ class AirflowCluster:
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
         self.home.mkdir(parents=True, exist_ok=True)  # workdir too: the services' logs go there
+        self.write_local_settings(self.home)
         migrate = self.cli("db", "migrate", timeout=180)
         if migrate.returncode != 0:
             raise AssertionError(f"airflow db migrate failed:\n{migrate.stdout[-6000:]}")
         for name, args in SERVICES.items():
             self.spawn(name, [a.format(port=self.port) for a in args])
+
+    def write_local_settings(self, airflow_home: Path) -> None:
+        """Give ``airflow_home`` the cluster's :attr:`local_settings`, if any."""
+        if self.local_settings:
+            config = airflow_home / "config"
+            config.mkdir(parents=True, exist_ok=True)
+            (config / "airflow_local_settings.py").write_text(self.local_settings)
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         """Start ``airflow <argv>`` as service ``name`` in a session of its own, logging to

@@ -31,7 +31,7 @@ from urllib.parse import quote
 
 import psycopg
 
-from tests.e2e.airflow_cluster import AirflowCluster
+from tests.e2e.airflow_cluster import PRELOAD_SETTINGS, AirflowCluster
 from tests.harness import ServerSettings, _pg_admin, unavailable, unique_name
 
 #: the Redis server the tests use as broker (a database index of it is picked at start)
@@ -72,6 +72,8 @@ class CeleryCluster(AirflowCluster):
     heartbeat_timeout: int = 10
     token: str = field(default_factory=lambda: unique_name("c").removeprefix("c_"))
     redis_db: int | None = None
+    #: the deployment recommendation of docs/scaling.md: each worker imports the provider once
+    local_settings: str = PRELOAD_SETTINGS
 
     executor: ClassVar[str] = "CeleryExecutor"
     transient_errors: ClassVar[tuple[type[Exception], ...]] = (
@@ -171,6 +173,7 @@ class CeleryCluster(AirflowCluster):
     def start_worker(self, name: str) -> None:
         for sub in ("home", "tmp", "airflow-home", "logs"):
             (self.worker_dir(name) / sub).mkdir(parents=True, exist_ok=True)
+        self.write_local_settings(self.worker_dir(name) / "airflow-home")
         self.spawn(
             name,
             ["celery", "worker", "--celery-hostname", self.hostname(name), "--queues", self.queue],
