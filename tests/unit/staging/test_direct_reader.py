@@ -62,6 +62,13 @@ def test_empty_lines_are_dropped_wherever_the_blocks_split(step: int) -> None:
     assert read_all(data, step) == b'1,a\r\n2,"b\n\nc"\n3,c\r\n'
 
 
+@pytest.mark.parametrize("step", [1, 2, 3, 64])
+def test_an_empty_crlf_line_is_dropped_in_a_block_without_an_empty_lf_line(step: int) -> None:
+    """The blank-line check looks for CRLF blank lines only in blocks holding a CR at all."""
+    data = b"1,a\r\n\r\n2,b\r\n"
+    assert read_all(data, step) == b"1,a\r\n2,b\r\n"
+
+
 @pytest.mark.parametrize("step", [1, 4, 64])
 def test_the_header_is_exactly_the_first_line(step: int) -> None:
     """Planning reads the header from the first physical line: a quote in it (an inch mark in
