@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -31,3 +32,16 @@ def test_pipeline_arguments_are_python_literals_in_the_order_given() -> None:
 def test_anything_but_a_name_and_a_literal_is_refused(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         parse_pipeline_arg(text)
+
+
+def test_the_deployment_preloads_the_provider_unless_told_not_to() -> None:
+    from benchmarks.cluster import BenchCluster
+    from tests.e2e.airflow_cluster import PRELOAD_SETTINGS
+
+    assert parse_args(["--engine", "postgres"]).preload is True
+    assert parse_args(["--engine", "postgres", "--no-preload"]).preload is False
+    preloading = BenchCluster(workdir=Path("/nonexistent"), base_env={})
+    assert PRELOAD_SETTINGS in preloading.local_settings
+    assert "task_policy" in preloading.local_settings
+    plain = BenchCluster(workdir=Path("/nonexistent"), base_env={}, preload=False)
+    assert PRELOAD_SETTINGS not in plain.local_settings
