@@ -13,14 +13,19 @@ in every process it starts (scheduler, workers, dag-processor, api-server) befor
 forks its workers, so the imports here are paid once per deployment start.
 
 Only modules are imported: no client, session, connection or thread is created, so nothing is
-shared across the fork. The KubernetesExecutor starts every task in a fresh interpreter and gains
-nothing from this (nor loses anything).
+shared across the fork, and a module that fails to import is logged, never raised: Airflow's
+processes start whatever happens here. The KubernetesExecutor starts every task in a fresh
+interpreter and gains nothing from this: leave the line out of its pods, where it would only add
+the imports a task does not need (about a second per process start).
 """
 
 from __future__ import annotations
 
 import importlib
-from contextlib import suppress
+import logging
+import sys
+
+log = logging.getLogger(__name__)
 
 #: what the pipeline's tasks import, in import order; every one is a dependency of this package
 REQUIRED_MODULES: tuple[str, ...] = (
@@ -52,19 +57,42 @@ OPTIONAL_MODULES: tuple[str, ...] = (
 )
 
 
-def preload() -> list[str]:
-    """Import the modules the pipeline's tasks need.
+def _provider_import_in_progress() -> bool:
+    """Whether a module of this package is half imported.
 
-    :data:`REQUIRED_MODULES` always, :data:`OPTIONAL_MODULES` when installed; returns the names
-    of the modules imported.
+    Airflow runs its local settings inside the process's first ``import airflow``; when that
+    import comes from this package (a script or a test that imports an operator first),
+    importing the package again here would meet its half-initialised modules. Such a process is
+    no forking worker: it needs no preload.
     """
+    return any(
+        (name == "airflow_bulkload" or name.startswith("airflow_bulkload."))
+        and name != __name__
+        and getattr(getattr(module, "__spec__", None), "_initializing", False)
+        for name, module in list(sys.modules.items())
+    )
+
+
+def preload() -> list[str]:
+    """Import the modules the pipeline's tasks need; return the names of those imported.
+
+    Never raises: it runs inside every Airflow process's start, and a module that fails here
+    must not stop the scheduler or the api-server. A required module that fails is logged (the
+    task that needs it then fails on its own import, with the same error); an optional one that
+    is not installed is skipped.
+    """
+    if _provider_import_in_progress():
+        return []
     loaded = []
-    for name in REQUIRED_MODULES:
-        importlib.import_module(name)
-        loaded.append(name)
-    for name in OPTIONAL_MODULES:
-        with suppress(ImportError):
+    for name in (*REQUIRED_MODULES, *OPTIONAL_MODULES):
+        try:
             importlib.import_module(name)
+        except ImportError as exc:
+            if name in REQUIRED_MODULES:
+                log.warning("airflow_bulkload.preload: %s was not imported: %s", name, exc)
+        except Exception:  # a broken install: the tasks that import it will say so
+            log.warning("airflow_bulkload.preload: importing %s failed", name, exc_info=True)
+        else:
             loaded.append(name)
     return loaded
 

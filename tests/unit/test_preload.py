@@ -7,10 +7,15 @@ session or open connection for a forked task to inherit.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 from airflow_bulkload.preload import OPTIONAL_MODULES, REQUIRED_MODULES
+from tests.harness import REPO_ROOT
 
 PROBE = """
 import json, os, sys, threading
@@ -64,3 +69,76 @@ def test_an_optional_module_that_is_missing_is_skipped(monkeypatch) -> None:
     assert "airflow_bulkload_no_such_module" not in preload.preload()
     assert set(REQUIRED_MODULES) <= set(preload.preload())
     assert OPTIONAL_MODULES  # the real list is not empty
+
+
+def test_a_module_that_fails_is_logged_never_raised(monkeypatch, tmp_path, caplog) -> None:
+    """It runs inside every Airflow process's start: a broken install must not stop the
+    scheduler (the task that needs the module fails on its own import instead)."""
+    import airflow_bulkload.preload as preload
+
+    (tmp_path / "bl_preload_broken.py").write_text("raise RuntimeError('broken install')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(preload, "REQUIRED_MODULES", ("bl_preload_missing", "bl_preload_broken"))
+    monkeypatch.setattr(preload, "OPTIONAL_MODULES", ("bl_preload_broken",))
+    with caplog.at_level("WARNING", logger="airflow_bulkload.preload"):
+        assert preload.preload() == []
+    assert "bl_preload_missing was not imported" in caplog.text
+    assert "importing bl_preload_broken failed" in caplog.text
+
+
+#: the first import of a process on a machine whose Airflow home has the preload line
+FIRST_IMPORTS = [
+    "import airflow",  # Airflow's own processes: they preload
+    "from airflow_bulkload.pipeline import bulk_load_table",  # a DAG file run as a script
+    "import airflow_bulkload.catalog",
+    "import airflow_bulkload.exceptions",
+    "import airflow_bulkload.operators",
+    "from airflow_bulkload.assets import create_asset",
+]
+
+
+@pytest.fixture(scope="module")
+def preloading_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("preloading-airflow-home")
+    (home / "config").mkdir()
+    (home / "config" / "airflow_local_settings.py").write_text(
+        "import airflow_bulkload.preload  # noqa: F401\n"
+    )
+    return home
+
+
+@pytest.mark.parametrize("statement", FIRST_IMPORTS)
+def test_a_process_whose_first_import_is_the_provider_starts_with_the_preload_line(
+    statement: str, preloading_home: Path
+) -> None:
+    """Found by the hostile round: Airflow imports its local settings inside the first ``import
+    airflow``; when the provider's own module made that import (``python my_dag.py``, a test
+    importing an operator first), the preload re-entered the half-imported package and the
+    process died with a circular ImportError."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env |= {
+        "AIRFLOW_HOME": str(preloading_home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{preloading_home}/airflow.db",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "PYTHONPATH": str(REPO_ROOT),
+    }
+    probe = (
+        f"{statement}\n"
+        "import sys\n"
+        "import airflow  # initialised by now, its local settings included\n"
+        "print('local settings ran' if 'airflow_bulkload.preload' in sys.modules else 'not run')\n"
+        "print('preloaded' if 'duckdb' in sys.modules else 'not preloaded')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=env,
+        cwd=preloading_home,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "local settings ran" in done.stdout
+    if statement == "import airflow":
+        assert "preloaded" in done.stdout.splitlines()
