@@ -425,9 +425,10 @@ def pipeline_outcome(
     stage_sum = sum(v for v in stages.values() if v is not None)
     loads = run.max_concurrent.get("load", 0)
     rss = [t.peak_rss_mb for t in run.tasks if t.peak_rss_mb is not None]
+    workers = "workers preload the provider" if preload else "no preload"
     note = (
-        f"DAG run wall (queued->end), LocalExecutor parallelism {airflow_parallelism}"
-        f"{', workers preload the provider' if preload else ', no preload'}; stage sum {stage_sum:.2f} s; up to {loads} loads at once"
+        f"DAG run wall (queued->end), LocalExecutor parallelism {airflow_parallelism}, {workers}; "
+        f"stage sum {stage_sum:.2f} s; up to {loads} loads at once"
     )
     details = {
         "wall_s": round(run.wall_seconds, 3),

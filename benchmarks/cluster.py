@@ -177,12 +177,13 @@ class BenchCluster(AirflowCluster):
     #: workers import the provider once, as docs/scaling.md recommends (``--no-preload``: not)
     preload: bool = True
     runs: int = 0
+    warm_up_seconds: float | None = None  # the warm-up run's wall time (queued to end)
+    #: made from ``preload`` (and the task policy), not given
+    local_settings: str = field(init=False, default="")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self.local_settings = TASK_POLICY_SETTINGS + (PRELOAD_SETTINGS if self.preload else "")
-
-    warm_up_seconds: float | None = None  # the warm-up run's wall time (queued to end)
 
     @property
     def dags(self) -> Path:

@@ -19,9 +19,9 @@ order-independent checksum equal to the source before its time counts; every tim
 - ``pipeline``: ``airflow_bulkload.pipeline.bulk_load_table`` on a running Airflow deployment
   (api-server, scheduler with the LocalExecutor and ``--airflow-parallelism`` ≥ 2, dag-processor;
   SQLite metadata database; its workers import ``airflow_bulkload.preload`` as docs/scaling.md
-  recommends, unless ``--no-preload``), triggered with ``airflow dags trigger``, reading the S3 prefix. Its
-  time is the DAG run's wall time, ``queued_at`` to ``end_date``; the stage times of the load
-  report, their sum, and each task's peak RSS and temp disk are printed beside it.
+  recommends, unless ``--no-preload``), triggered with ``airflow dags trigger``, reading the S3
+  prefix. Its time is the DAG run's wall time, ``queued_at`` to ``end_date``; the stage times of
+  the load report, their sum, and each task's peak RSS and temp disk are printed beside it.
 - ``pgloader`` / ``mariadb_import``: the Debian peers (null when not installed), reading a local,
   gunzipped download of the same parts (they cannot read S3; the download is not timed).
 - ``floor``: ``--parallel`` sessions stream the parts from S3 (psycopg COPY FROM STDIN; MySQLdb

@@ -88,7 +88,7 @@ class CopySafety:
             self._in_quote
             or self._quote in block
             or b"\r" in block
-            # one-byte searches first: they run at memory speed, a two-byte one much slower
+            # a one-byte search runs at memory speed; the two-byte one only where a backslash is
             or (b"\\" in block and b"\\." in block)
         )
 

@@ -25,6 +25,7 @@ and last record while it streams.
 from __future__ import annotations
 
 import csv
+import re
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -53,6 +54,9 @@ PEEK_BYTES = 64 * 1024
 #: the tail of a range kept while it streams, to read its last record's key
 TAIL_BYTES = 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
+#: a line end right after a line end (LF or CRLF): one regex pass is faster than two substring
+#: searches for patterns that start with LF, the byte that ends every line
+_EMPTY_LINE = re.compile(rb"\n\r?\n")
 
 
 def _get(s3: Any, source: SourceFile, start: int, end: int) -> tuple[bytes, dict[str, Any]]:
@@ -306,12 +310,7 @@ class _DirectReader:
         An empty line is a line end that follows a line end outside a quoted value: the quotes
         before it are even in number (inside a quoted value, an empty line is data).
         """
-        if not (
-            data.startswith((b"\n", b"\r\n"))
-            or b"\n\n" in data
-            # a byte search is a tenth of a two-byte one whose first byte starts every line
-            or (b"\r" in data and b"\n\r\n" in data)
-        ):
+        if not (data.startswith((b"\n", b"\r\n")) or _EMPTY_LINE.search(data)):
             return data  # blocks start at a line start (see _next_lines)
         quotes = self._quotes
         kept: list[bytes] = []

@@ -47,7 +47,7 @@ def _probe() -> dict:
     done = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=True
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return _report(done)
 
 
 def test_preload_imports_the_tasks_modules_and_opens_nothing() -> None:
@@ -88,7 +88,6 @@ def test_a_module_that_fails_is_logged_never_raised(monkeypatch, tmp_path, caplo
 
 #: the first import of a process on a machine whose Airflow home has the preload line
 FIRST_IMPORTS = [
-    "import airflow",  # Airflow's own processes: they preload
     "from airflow_bulkload.pipeline import bulk_load_table",  # a DAG file run as a script
     "import airflow_bulkload.catalog",
     "import airflow_bulkload.exceptions",
@@ -115,30 +114,44 @@ def test_a_process_whose_first_import_is_the_provider_starts_with_the_preload_li
     airflow``; when the provider's own module made that import (``python my_dag.py``, a test
     importing an operator first), the preload re-entered the half-imported package and the
     process died with a circular ImportError."""
+    done = _run_in(preloading_home, f"{statement}\nimport airflow  # initialised by now\n")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "airflow_bulkload.preload" in _report(done)["modules"]  # the local settings ran
+
+
+def test_airflow_s_own_start_preloads_every_required_module_and_nothing_more(
+    preloading_home: Path,
+) -> None:
+    """The path deployments take: Airflow's first ``import airflow`` runs the local settings,
+    which import every required module, without a warning, a thread or a socket."""
+    done = _run_in(preloading_home, "import airflow\n")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "airflow_bulkload.preload:" not in done.stderr
+    seen = _report(done)
+    assert set(REQUIRED_MODULES) <= set(seen["modules"])
+    assert seen["os_threads"] == 1
+    assert seen["new_sockets"] == []
+
+
+def _run_in(airflow_home: Path, statements: str) -> subprocess.CompletedProcess[str]:
+    """``statements`` in a fresh interpreter on ``airflow_home``, then the PROBE's report."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     env |= {
-        "AIRFLOW_HOME": str(preloading_home),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{preloading_home}/airflow.db",
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{airflow_home}/airflow.db",
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "PYTHONPATH": str(REPO_ROOT),
     }
-    probe = (
-        f"{statement}\n"
-        "import sys\n"
-        "import airflow  # initialised by now, its local settings included\n"
-        "print('local settings ran' if 'airflow_bulkload.preload' in sys.modules else 'not run')\n"
-        "print('preloaded' if 'duckdb' in sys.modules else 'not preloaded')\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
+    return subprocess.run(
+        [sys.executable, "-c", PROBE.replace("import airflow_bulkload.preload\n", statements)],
         env=env,
-        cwd=preloading_home,
+        cwd=airflow_home,
         capture_output=True,
         text=True,
         timeout=180,
         check=False,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "local settings ran" in done.stdout
-    if statement == "import airflow":
-        assert "preloaded" in done.stdout.splitlines()
+
+
+def _report(done: subprocess.CompletedProcess[str]) -> dict:
+    return json.loads(done.stdout.strip().splitlines()[-1])

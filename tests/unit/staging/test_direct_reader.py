@@ -8,7 +8,7 @@ import io
 import pytest
 
 from airflow_bulkload.exceptions import ChunkLoadError
-from airflow_bulkload.staging.direct import _DirectReader
+from airflow_bulkload.staging.direct import TAIL_BYTES, _DirectReader
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 
 
@@ -75,3 +75,22 @@ def test_the_header_is_exactly_the_first_line(step: int) -> None:
     a name) must not make the reader skip records too."""
     data = b'a,b"in\n1,x\n2,y\n'
     assert read_all(data, step, header=True) == b"1,x\n2,y\n"
+
+
+@pytest.mark.parametrize("line_end", [b"\n", b"\r\n"])
+@pytest.mark.parametrize("step", [TAIL_BYTES - 1, TAIL_BYTES, TAIL_BYTES + 7, 3 * TAIL_BYTES])
+def test_first_and_last_record_across_blocks_as_large_as_the_kept_tail(
+    step: int, line_end: bytes
+) -> None:
+    """A block at least as long as the kept tail replaces the tail instead of joining it."""
+    records = [b"%d,note %d" % (i, i) for i in range(120_000)]  # about 2 MB
+    data = line_end.join(records) + line_end
+    reader = _DirectReader(Trickle(data, step), spec())  # type: ignore[arg-type]
+    out = b""
+    while block := reader.read(step):
+        out += block
+    assert out == data
+    assert reader.first_record is not None
+    assert reader.first_record.rstrip(b"\r") == records[0]
+    assert reader.last_record == records[-1]
+    assert reader.key_probe(["id", "note"], ["id"]) == (["0"], ["119999"])
