@@ -396,9 +396,7 @@ def _pipeline(bench: Bench, db: TestDatabase, *, staged: bool) -> Outcome:
             f"pipeline DAG run {run.state}, report {'found' if run.report else 'missing'}:\n"
             + cluster.diagnostics(dag_id)[-4000:]
         )
-    outcome = pipeline_outcome(
-        run, bench.services.airflow_parallelism, preload=bench.services.preload
-    )
+    outcome = pipeline_outcome(run, bench.services.airflow_parallelism)
     outcome.details["staged_mb"] = round(
         staged_bytes(bench.services.moto.server.client("s3"), STAGING_BUCKET, db.name) / 1e6, 1
     )
@@ -416,18 +414,15 @@ def staged_bytes(s3: Any, bucket: str, prefix: str) -> int:
     return total
 
 
-def pipeline_outcome(
-    run: ScheduledRun, airflow_parallelism: int, *, preload: bool = True
-) -> Outcome:
+def pipeline_outcome(run: ScheduledRun, airflow_parallelism: int) -> Outcome:
     """The case's result from a finished run: wall time, stages, per-task peaks."""
     assert run.report is not None and run.wall_seconds is not None
     stages = pipeline_stages(stages_from_report(run.report), run.task_seconds)
     stage_sum = sum(v for v in stages.values() if v is not None)
     loads = run.max_concurrent.get("load", 0)
     rss = [t.peak_rss_mb for t in run.tasks if t.peak_rss_mb is not None]
-    workers = "workers preload the provider" if preload else "no preload"
     note = (
-        f"DAG run wall (queued->end), LocalExecutor parallelism {airflow_parallelism}, {workers}; "
+        f"DAG run wall (queued->end), LocalExecutor parallelism {airflow_parallelism}; "
         f"stage sum {stage_sum:.2f} s; up to {loads} loads at once"
     )
     details = {
@@ -435,7 +430,6 @@ def pipeline_outcome(
         "running_s": None if run.running_seconds is None else round(run.running_seconds, 3),
         "stage_sum_s": round(stage_sum, 3),
         "airflow_parallelism": airflow_parallelism,
-        "preload": preload,
         "max_concurrent": run.max_concurrent,
         "peak_temp_total_mb": run.peak_temp_total_mb,
         "tasks": per_stage_peaks(run),

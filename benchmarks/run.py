@@ -370,8 +370,8 @@ def main(argv: list[str] | None = None) -> None:
                     given = ", ".join(f"{name}={value!r}" for name, value in args.pipeline_args)
                     settings = f"{settings}; pipeline with {given}"
                 moto = MotoProcess(work / "moto.log")
-                if not args.preload:
-                    settings = f"{settings}; workers without airflow_bulkload.preload"
+                workers = "preload" if args.preload else "do not preload"
+                settings = f"{settings}; workers {workers} the provider"
                 services = Services(work, moto, args.airflow_parallelism, preload=args.preload)
                 if args.scaling:
                     run_scaling(args, work, services, settings)

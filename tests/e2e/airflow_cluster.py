@@ -35,6 +35,13 @@ SERVICES = {
 PRELOAD_SETTINGS = "import airflow_bulkload.preload  # noqa: F401\n"
 
 
+def write_local_settings(airflow_home: Path, text: str) -> None:
+    """Make ``text`` the ``config/airflow_local_settings.py`` of ``airflow_home``."""
+    config = airflow_home / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "airflow_local_settings.py").write_text(text)
+
+
 def kill_process_trees(pids: Iterable[int]) -> None:
     """SIGKILL each process of ``pids``, its process group (each was started in a session of
     its own) and every descendant (task processes run in process groups of their own); wait."""
@@ -129,9 +136,7 @@ class AirflowCluster:
     def write_local_settings(self, airflow_home: Path) -> None:
         """Give ``airflow_home`` the cluster's :attr:`local_settings`, if any."""
         if self.local_settings:
-            config = airflow_home / "config"
-            config.mkdir(parents=True, exist_ok=True)
-            (config / "airflow_local_settings.py").write_text(self.local_settings)
+            write_local_settings(airflow_home, self.local_settings)
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         """Start ``airflow <argv>`` as service ``name`` in a session of its own, logging to

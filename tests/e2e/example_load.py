@@ -23,6 +23,7 @@ from typing import Any
 from airflow_bulkload.staging.manifest import ChunkSpec
 from benchmarks.datasets import WIDE, generate
 from benchmarks.engines import ENGINES, duckdb_checksum
+from tests.e2e.airflow_cluster import write_local_settings
 from tests.harness import REPO_ROOT, MotoServer, TestDatabase, _pg_admin
 
 DAG_IDS = {"postgres": "bulkload_nightly_postgres", "mysql": "bulkload_nightly_aurora_mysql"}
@@ -39,10 +40,8 @@ SETTINGS = {
 
 def install_kill_points(airflow_home: Path) -> None:
     """Make ``kill_points.task_policy`` the cluster policy of the test Airflow home."""
-    config = airflow_home / "config"
-    config.mkdir(exist_ok=True)
-    (config / "airflow_local_settings.py").write_text(
-        "from tests.e2e.kill_points import task_policy  # noqa: F401\n"
+    write_local_settings(
+        airflow_home, "from tests.e2e.kill_points import task_policy  # noqa: F401\n"
     )
 
 
