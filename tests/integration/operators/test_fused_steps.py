@@ -38,29 +38,21 @@ def claim_step(
     db: TestDatabase, load_id: str, manifest: str | None = None, **more: Any
 ) -> ClaimTableOperator:
     """A ``claim_table`` of ``notes``: with a manifest, it withdraws too."""
-    return ClaimTableOperator(task_id="claim_table", **on_notes(db, load_id, manifest), **more)
-
-
-def on_notes(db: TestDatabase, load_id: str, manifest: str | None) -> dict[str, Any]:
-    """The arguments every step of a load of ``notes`` shares."""
-    return {"table": "notes", "conn_id": db.conn_id, "load_id": load_id, "manifest": manifest}
-
-
-def loads_once(db: TestDatabase, chunks: list[Any], last_id: int, load_id: str = "") -> None:
-    """Load ``chunks``: then ``notes`` holds ids 1..``last_id``, each once; restore tonight's
-    table."""
-    hook = BulkLoadHook(conn_id=db.conn_id)
-    for chunk in chunks:
-        hook.load_chunk("notes", chunk, load_id=load_id)
-    ids = [row[0] for row in db.query("SELECT id FROM notes ORDER BY id")]
-    assert ids == list(range(1, last_id + 1))
-    TableStateHook(conn_id=db.conn_id).restore("notes", load_id="tonight")
+    return ClaimTableOperator(
+        task_id="claim_table",
+        table="notes",
+        conn_id=db.conn_id,
+        load_id=load_id,
+        manifest=manifest,
+        **more,
+    )
 
 
 def test_claim_with_the_manifest_takes_back_a_failed_attempts_rows_once(
     any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
 ) -> None:
     committed, second = failed_then_corrected(any_db, moto_server, s3_bucket, tmp_path)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
     claim = claim_step(any_db, "tonight", second.manifest_uri, reload="false")  # as a Param
     done = claim.execute(context())  # type: ignore[arg-type]
     assert done["load_id"] == "tonight"
@@ -74,7 +66,11 @@ def test_claim_with_the_manifest_takes_back_a_failed_attempts_rows_once(
     with pytest.raises(TableClaimedError, match="tonight"):
         other.execute(context())  # type: ignore[arg-type]
 
-    loads_once(any_db, second.manifest.chunks, 303)  # the corrected input, every row once
+    for chunk in second.manifest.chunks:
+        hook.load_chunk("notes", chunk)
+    ids = [row[0] for row in any_db.query("SELECT id FROM notes ORDER BY id")]
+    assert ids == list(range(1, 304))
+    TableStateHook(conn_id=any_db.conn_id).restore("notes", load_id="tonight")
 
 
 def test_a_refused_second_input_fails_the_claim_task_and_the_teardown_releases_it(
@@ -103,7 +99,10 @@ def prepare_step(
     """The pipeline's ``prepare_table`` of ``notes``: it withdraws first."""
     return PrepareTableOperator(
         task_id="prepare_table",
-        **on_notes(db, load_id, manifest),
+        table="notes",
+        conn_id=db.conn_id,
+        load_id=load_id,
+        manifest=manifest,
         withdraw=True,
         drop_indexes=True,
         **more,
@@ -117,6 +116,7 @@ def test_prepare_with_withdraw_takes_back_a_failed_attempts_rows_once_then_strip
     withdraws under that claim, then saves and strips the table. A retry withdraws nothing more
     and finds its saved state."""
     committed, second = failed_then_corrected(any_db, moto_server, s3_bucket, tmp_path)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
     claim_step(any_db, "tonight").execute(context())  # type: ignore[arg-type]
     prepare = prepare_step(any_db, "tonight", second.manifest_uri, reload="false")  # as a Param
     done = prepare.execute(context())  # type: ignore[arg-type]
@@ -132,7 +132,11 @@ def test_prepare_with_withdraw_takes_back_a_failed_attempts_rows_once_then_strip
         other.execute(context())  # type: ignore[arg-type]
     assert any_db.query("SELECT count(*) FROM notes") == [(0,)]  # the other load changed nothing
 
-    loads_once(any_db, second.manifest.chunks, 303)  # the corrected input, every row once
+    for chunk in second.manifest.chunks:
+        hook.load_chunk("notes", chunk)
+    ids = [row[0] for row in any_db.query("SELECT id FROM notes ORDER BY id")]
+    assert ids == list(range(1, 304))
+    TableStateHook(conn_id=any_db.conn_id).restore("notes", load_id="tonight")
 
 
 def test_a_cleared_load_of_a_reload_run_keeps_what_the_run_loaded(
@@ -159,7 +163,10 @@ def test_a_cleared_load_of_a_reload_run_keeps_what_the_run_loaded(
     again = prepare.execute(context())  # type: ignore[arg-type]  # the clear re-runs the setup
     assert again["withdraw"]["rows"] == 0
     assert any_db.query("SELECT count(*) FROM notes") == [(kept,)]
-    loads_once(any_db, [failed], 300, load_id=this_run)
+    hook.load_chunk("notes", failed, load_id=this_run)
+    ids = [row[0] for row in any_db.query("SELECT id FROM notes ORDER BY id")]
+    assert ids == list(range(1, 301))
+    TableStateHook(conn_id=any_db.conn_id).restore("notes", load_id="tonight")
 
 
 def test_prepare_alone_claims_before_it_withdraws(
