@@ -140,9 +140,7 @@ class TableTruthMixin:
            back out, by key, so no row loads twice. When it completed (its report verified it),
            the run is refused with :class:`InputAlreadyLoadedError` unless ``reload``: a second
            input for a loaded date never silently replaces it.
-        2. ``reload``: the current input's chunks are taken back out too, so they load again,
-           except those committed under ``load_id`` itself: a run withdraws before it loads, so
-           those came after this run's own reload withdraw (a re-run of it keeps them).
+        2. ``reload``: the current input's chunks are taken back out too, so they load again.
         3. *Stale entries*: each remaining entry of the current input counts only while its
            rows are in the table (key probes; for a keyless table, its generation and row
            count). A stale entry is dropped (what is left of its rows taken out) so the chunk
@@ -165,11 +163,6 @@ class TableTruthMixin:
             entries = dialect.ledger_entries(conn, ref, load_key)
             superseded = [e for e in entries if not e.chunk_key.startswith(current_key)]
             mine = [e for e in entries if e.chunk_key.startswith(current_key)]
-            # a run withdraws before it loads, so what this very run committed of this input came
-            # after its reload withdraw: a second withdraw of the run (a cleared load re-runs the
-            # setup that withdraws) keeps it, and checks it as it checks any other entry
-            own = [e for e in mine if reload and load_id and e.load_id == load_id]
-            mine = [e for e in mine if e not in own]
             if reload:
                 superseded += self._same_input_under_other_dates(conn, ref, current_key, load_key)
             if superseded:
@@ -203,7 +196,6 @@ class TableTruthMixin:
                         )
                     )
                 mine = []
-            mine += own
             if mine:
                 manifest = read_manifest(s3, manifest_uri)
                 specs = {c.key: c for c in manifest.chunks} if manifest else {}

@@ -20,12 +20,9 @@ from airflow_bulkload.operators import (
 )
 from tests.harness import MotoServer, TestDatabase
 from tests.integration.hooks.test_withdraw_superseded import (
-    GOOD,
     create_notes,
     failed_then_corrected,
-    load_all,
     loaded_without_record_then_changed,
-    stage_input,
 )
 
 
@@ -136,36 +133,6 @@ def test_prepare_with_withdraw_takes_back_a_failed_attempts_rows_once_then_strip
         hook.load_chunk("notes", chunk)
     ids = [row[0] for row in any_db.query("SELECT id FROM notes ORDER BY id")]
     assert ids == list(range(1, 304))
-    TableStateHook(conn_id=any_db.conn_id).restore("notes", load_id="tonight")
-
-
-def test_a_cleared_load_of_a_reload_run_keeps_what_the_run_loaded(
-    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
-) -> None:
-    """Clearing a failed load re-runs its setups, prepare_table among them, and so its reload
-    withdraw (found by a hostile review): the chunks this run loaded after its first withdraw
-    stay; only what an earlier run loaded is taken back, once."""
-    create_notes(any_db)
-    source = tmp_path / "notes.csv"
-    source.write_text(GOOD)
-    staged = stage_input(moto_server, s3_bucket, source)
-    hook = BulkLoadHook(conn_id=any_db.conn_id)
-    load_all(hook, staged)  # an earlier run loaded the date
-    this_run = "nightly/scheduled__2026-11-21"  # the load tasks' default load id for context()
-    claim_step(any_db, "tonight").execute(context())  # type: ignore[arg-type]
-    prepare = prepare_step(any_db, "tonight", staged.manifest_uri, reload="true")
-    assert prepare.execute(context())["withdraw"]["rows"] == 300  # type: ignore[arg-type]
-    failed, *loaded = staged.manifest.chunks
-    assert loaded
-    for chunk in loaded:
-        hook.load_chunk("notes", chunk, load_id=this_run)
-    kept = any_db.query("SELECT count(*) FROM notes")[0][0]
-    again = prepare.execute(context())  # type: ignore[arg-type]  # the clear re-runs the setup
-    assert again["withdraw"]["rows"] == 0
-    assert any_db.query("SELECT count(*) FROM notes") == [(kept,)]
-    hook.load_chunk("notes", failed, load_id=this_run)
-    ids = [row[0] for row in any_db.query("SELECT id FROM notes ORDER BY id")]
-    assert ids == list(range(1, 301))
     TableStateHook(conn_id=any_db.conn_id).restore("notes", load_id="tonight")
 
 
