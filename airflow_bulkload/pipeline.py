@@ -3,9 +3,8 @@
 ::
 
     stage [─► stage_group x N (mapped) ─► collect_staging, with stage_group_size]
-          ─► preflight and claim_table, side by side
-          ─► enter_bulk_mode (setup) and prepare_table (setup: first withdraws superseded
-             chunks), side by side
+          ─► preflight ─► claim_table (and withdraw superseded chunks)
+          ─► enter_bulk_mode (setup) and prepare_table (setup), side by side
           ─► load x N (mapped, a batch of chunks each) ─► finalize_table (and CHECKPOINT)
           ─► report, restore_table (teardown) and exit_bulk_mode (teardown), side by side
 
@@ -15,15 +14,14 @@ swapped parameter group), so there ``prepare_table`` waits for ``enter_bulk_mode
 ``exit_bulk_mode`` for ``restore_table``, as a reboot must not break their DDL.
 
 Steps that need no task of their own run inside their neighbour (each Airflow task costs seconds
-to start): ``prepare_table`` first does ``WithdrawSupersededChunksOperator``'s work and
+to start): ``claim_table`` also does ``WithdrawSupersededChunksOperator``'s work and
 ``finalize_table`` ends with ``CheckpointOperator``'s ``CHECKPOINT``; those operators stay for
-DAGs that wire the stages themselves. The claim only writes its own row, so it runs beside
-pre-flight rather than after it.
+DAGs that wire the stages themselves.
 
 Every task is idempotent, so a retry, a cleared task or a re-run of the same DAG run picks up
 where the last attempt stopped: staging finds its manifest, the chunk ledger skips committed
 chunks, table preparation finds its saved state, and bulk mode re-claims its own lease. When the
-input was corrected after a failed attempt, staging writes a new manifest and ``prepare_table``
+input was corrected after a failed attempt, staging writes a new manifest and ``claim_table``
 first takes the failed attempt's committed rows back out, so no row is loaded twice.
 The teardowns run whatever failed in between, so the table gets its indexes back and the server
 leaves bulk mode.
@@ -334,19 +332,18 @@ def bulk_load_table(
             )
             describe_tasks(group)
             return group
-        # the claim changes nothing but its own row, so it runs beside pre-flight; bulk mode and
-        # the table's preparation wait for both: a load waiting for the table must not hold the
-        # server in bulk mode, and pre-flight's errors stop a run before any row changes
+        # claim first: a load waiting for the table must not hold the server in bulk mode; then,
+        # in the same task, take back what a superseded input of this load committed
         claim = ClaimTableOperator(
             task_id="claim_table",
-            table=table,
-            conn_id=conn_id,
-            aws_conn_id=aws_conn_id,
             claim_timeout=table_claim_timeout.total_seconds(),
             deferrable=deferrable,
+            reload=reload,
+            mode=mode,
+            **staged,
             **timing,
         )
-        stage >> [preflight, claim]
+        stage >> preflight >> claim
 
         prepare = PrepareTableOperator(
             task_id="prepare_table",
@@ -356,9 +353,6 @@ def bulk_load_table(
             else preflight.planned("drop_indexes"),  # type: ignore[arg-type]  # resolves to a bool
             drop_primary_key=drop_primary_key,
             claim_timeout=table_claim_timeout.total_seconds(),
-            # first take back what a superseded input of this load committed
-            withdraw=True,
-            reload=reload,
             **moded,
             **staged,
             **timing,
@@ -465,9 +459,9 @@ def bulk_load_table(
         # a reboot under prepare's or restore's DDL would break it, and a reboot there follows
         # the instance's shared state (another holder's reboot policy or swap), not only ours.
         may_reboot = bulk_target.is_rds
-        [preflight, claim] >> prepare
+        claim >> prepare
         if enter:
-            [preflight, claim] >> enter
+            claim >> enter
             if may_reboot:
                 enter >> prepare
             enter >> load

@@ -35,19 +35,18 @@ TASK_DOCS: dict[str, str] = {
     ),
     "claim_table": (
         "**Claim the table** for this run (a second load of the same table waits or fails "
-        "naming the holder; released by `restore_table`). It changes nothing else, so it runs "
-        "beside `preflight`."
+        "naming the holder; released by `restore_table`), then **take back the chunks a "
+        "superseded input of this load committed** (a failed attempt's input since corrected, "
+        "or with `reload` every chunk of this date), so the table never holds a row twice. The "
+        "ledger says which rows those are."
     ),
     "enter_bulk_mode": (
         "**Switch the server to bulk settings** (RDS parameter group, `ALTER SYSTEM`, "
         "`SET GLOBAL`) under a lease; `exit_bulk_mode` always switches back."
     ),
     "prepare_table": (
-        "**Take back the chunks a superseded input of this load committed** (a failed "
-        "attempt's input since corrected, or with `reload` every chunk of this date; the "
-        "ledger says which rows), so the table never holds a row twice; then **prepare the "
-        "table**: save its definition, drop secondary indexes (as advised), turn autovacuum "
-        "off for the table. Everything saved is put back by `finalize_table`, or by "
+        "**Prepare the table**: save its definition, drop secondary indexes (as advised), turn "
+        "autovacuum off for the table. Everything saved is put back by `finalize_table`, or by "
         "`restore_table` when the load fails."
     ),
     "load": (

@@ -500,11 +500,7 @@ with DAG(
     loads = load.expand(chunk=batches)
     finalize = noop.override(task_id="finalize_table")()
     after = [noop.override(task_id=n, trigger_rule="all_done")() for n in {after!r}]
-    for first in (batches, claim):  # side by side after staging; the setups wait for both
-        staged >> first
-        for step in setup:
-            first >> step
-    chain(setup, loads, finalize, after)
+    chain(staged, batches, claim, setup, loads, finalize, after)
 """
 #: the pipeline's tasks that run side by side after the claim, and after finalize_table
 FLOOR_SETUP_TASKS = ("enter_bulk_mode", "prepare_table")

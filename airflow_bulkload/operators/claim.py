@@ -37,9 +37,8 @@ class ClaimTableOperator(_TableOperator):
     :param poll_interval: seconds between the wait's checks.
     :param manifest: the staged input's manifest: once the table is claimed, also take back
         superseded chunks in the same task, as :class:`~airflow_bulkload.operators.withdraw.
-        WithdrawSupersededChunksOperator` would, saving a task launch. ``None`` (default): only
-        claim, as the pipeline does (its claim runs beside pre-flight, so the withdraw waits for
-        pre-flight in ``PrepareTableOperator(withdraw=True)``).
+        WithdrawSupersededChunksOperator` would (the pipeline does, saving a task launch).
+        ``None`` (default): only claim.
     :param reload: with ``manifest``: as the withdraw operator's ``reload`` (templated).
     :param mode: with ``manifest``: as the withdraw operator's ``mode`` (templated); replace and
         upsert have nothing to take back.

@@ -41,7 +41,6 @@ from airflow_bulkload.knobs import (
 from airflow_bulkload.modes import APPEND, parse_mode_arguments
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import validate_or_fail
-from airflow_bulkload.operators.withdraw import check_withdraw_arguments, withdraw_superseded
 
 
 class _TableOperator(TableTaskOperator):
@@ -146,17 +145,10 @@ class PrepareTableOperator(_ModeTableOperator):
         it is; a work table is created from its definition (``manifest`` required) and prepared
         (see :mod:`airflow_bulkload.modes`).
     :param upsert_keys: with ``upsert``: the unique key to merge on (default the primary key).
-    :param withdraw: once the table is claimed and before anything is saved or dropped, take back
-        what a superseded staging of this load committed (``manifest`` required), as
-        :class:`~airflow_bulkload.operators.withdraw.WithdrawSupersededChunksOperator` would: the
-        pipeline does, so the claim can run beside pre-flight, whose errors must stop a run before
-        any row changes. Default ``False``.
-    :param reload: with ``withdraw``: as the withdraw operator's ``reload`` (templated).
     """
 
     template_fields: Sequence[str] = (
         *_ModeTableOperator.template_fields,
-        "reload",
         "drop_indexes",
         "drop_primary_key",
         "drop_foreign_keys",
@@ -179,15 +171,11 @@ class PrepareTableOperator(_ModeTableOperator):
         aws_conn_id: str | None = "aws_default",
         load_id: str | None = None,
         claim_timeout: float = 0.0,
-        withdraw: bool = False,
-        reload: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(
             table=table, conn_id=conn_id, load_id=load_id, aws_conn_id=aws_conn_id, **kwargs
         )
-        self.withdraw = withdraw
-        self.reload = reload
         self.drop_indexes = drop_indexes
         self.drop_primary_key = drop_primary_key
         self.drop_foreign_keys = drop_foreign_keys
@@ -205,10 +193,6 @@ class PrepareTableOperator(_ModeTableOperator):
         self._flags()
         parse_optional_int(self.incoming_bytes, "incoming_bytes")
         self._check_mode_input(self.manifest)
-        if self.withdraw:
-            if not self.manifest:
-                raise ValueError("withdraw=True needs the staged input's manifest")
-            check_withdraw_arguments(self.reload, self.mode)
 
     def _flags(self) -> dict[str, bool | None]:
         """The drop flags, parsed: ``None`` for ``"auto"``."""
@@ -221,24 +205,6 @@ class PrepareTableOperator(_ModeTableOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
-        withdrawn = self._withdraw(context) if self.withdraw else None
-        prepared = self._prepare(context)
-        return prepared if withdrawn is None else {**prepared, "withdraw": withdrawn}
-
-    def _withdraw(self, context: Context) -> dict[str, Any]:
-        """Claim the table (a claim this load already holds is found its own), then withdraw."""
-        hook = self.hook()
-        hook.claim(self.table, load_id=self.resolved_load_id(context), timeout=self.claim_timeout)
-        return withdraw_superseded(
-            self,
-            context,
-            manifest=str(self.manifest),
-            reload=self.reload,
-            mode=self.mode,
-            hook=hook,
-        )
-
-    def _prepare(self, context: Context) -> dict[str, Any]:
         mode, keys = self.load_mode()
         if mode != APPEND:  # the target stays as it is; a work table of its shape is prepared
             return self.hook().prepare_work_table(

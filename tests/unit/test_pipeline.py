@@ -25,14 +25,11 @@ def pipeline(**arguments: Any) -> DAG:
 
 def test_the_pipeline_wires_reload_and_the_reports_table_check() -> None:
     dag = pipeline(reload="{{ params.reload }}")
-    prepare = dag.get_task("load_public_t.prepare_table")  # withdraws superseded chunks first
+    claim = dag.get_task("load_public_t.claim_table")  # claims, then withdraws superseded chunks
     report = dag.get_task("load_public_t.report")
-    assert prepare.withdraw is True  # type: ignore[attr-defined]
-    assert prepare.reload == "{{ params.reload }}"  # type: ignore[attr-defined]
-    assert prepare.manifest is not None  # type: ignore[attr-defined]
-    assert {"reload", "manifest", "mode"} <= set(prepare.template_fields)
-    claim = dag.get_task("load_public_t.claim_table")  # only claims: beside pre-flight
-    assert claim.manifest is None  # type: ignore[attr-defined]
+    assert claim.reload == "{{ params.reload }}"  # type: ignore[attr-defined]
+    assert claim.manifest is not None  # type: ignore[attr-defined]
+    assert {"reload", "manifest", "mode"} <= set(claim.template_fields)
     assert report.conn_id == "pg"  # type: ignore[attr-defined]
     assert report.manifest is not None  # type: ignore[attr-defined]
 
@@ -60,22 +57,11 @@ def test_explicit_knobs_are_what_runs_not_the_advice() -> None:
 def test_the_table_is_claimed_before_bulk_mode_and_released_by_the_teardown() -> None:
     dag = pipeline()
     claim = dag.get_task("load_public_t.claim_table")
+    assert "load_public_t.preflight" in claim.upstream_task_ids
     enter = dag.get_task("load_public_t.enter_bulk_mode")
     assert enter.task_id in claim.downstream_task_ids
     assert claim.task_id in enter.get_flat_relative_ids(upstream=True)
     assert "load_public_t.restore_table" in claim.downstream_task_ids
-
-
-def test_the_claim_runs_beside_preflight_and_both_come_before_any_change() -> None:
-    """The claim writes only its own row: it needs no pre-flight, and pre-flight's errors still
-    stop the run before bulk mode or the table's preparation (its withdraw) changes anything."""
-    dag = pipeline()
-    task = {t.task_id.rsplit(".", 1)[-1]: t for t in dag.tasks}
-    assert ids(task["stage"].downstream_task_ids) >= {"preflight", "claim_table"}
-    assert "preflight" not in ids(task["claim_table"].get_flat_relative_ids(upstream=True))
-    assert "claim_table" not in ids(task["preflight"].get_flat_relative_ids(upstream=True))
-    for setup in ("enter_bulk_mode", "prepare_table"):
-        assert {"preflight", "claim_table"} <= ids(task[setup].upstream_task_ids)
 
 
 def ids(task_ids: set[str]) -> set[str]:
@@ -83,8 +69,8 @@ def ids(task_ids: set[str]) -> set[str]:
 
 
 def test_bulk_mode_and_the_tables_preparation_run_side_by_side() -> None:
-    """Neither needs the other: after the claim and pre-flight both start, and the load waits for
-    both; after finalize_table the report and both teardowns start together."""
+    """Neither needs the other: after the claim both start, and the load waits for both; after
+    finalize_table the report and both teardowns start together."""
     dag = pipeline()
     task = {t.task_id.rsplit(".", 1)[-1]: t for t in dag.tasks}
     assert {"enter_bulk_mode", "prepare_table"} <= ids(task["claim_table"].downstream_task_ids)
@@ -344,7 +330,7 @@ def test_a_staging_size_no_run_could_use_is_refused_when_the_dag_is_parsed(
 
 
 def test_steps_without_a_task_of_their_own_run_inside_their_neighbours() -> None:
-    """Each task launch costs seconds: withdraw runs in prepare_table, CHECKPOINT in finalize."""
+    """Each task launch costs seconds: withdraw runs in claim_table, CHECKPOINT in finalize."""
     dag = pipeline()
     ids = {task.task_id.rpartition(".")[2] for task in dag.tasks}
     assert "withdraw_superseded" not in ids

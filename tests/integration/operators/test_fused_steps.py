@@ -1,6 +1,5 @@
-"""Steps the pipeline runs inside a neighbour's task: withdraw in ``prepare_table``, CHECKPOINT in
-``finalize_table`` (and, for DAGs that wire it so, withdraw in ``claim_table``). Each must do
-exactly what its own operator does, and hold up to a retry."""
+"""Steps the pipeline runs inside a neighbour's task: withdraw in ``claim_table``, CHECKPOINT in
+``finalize_table``. Each must do exactly what its own operator does, and hold up to a retry."""
 
 from __future__ import annotations
 
@@ -13,11 +12,7 @@ import pytest
 from airflow_bulkload.exceptions import TableClaimedError
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.hooks.table_state import TableStateHook
-from airflow_bulkload.operators import (
-    ClaimTableOperator,
-    FinalizeTableOperator,
-    PrepareTableOperator,
-)
+from airflow_bulkload.operators import ClaimTableOperator, FinalizeTableOperator
 from tests.harness import MotoServer, TestDatabase
 from tests.integration.hooks.test_withdraw_superseded import (
     create_notes,
@@ -34,7 +29,7 @@ def context() -> dict[str, Any]:
 def claim_step(
     db: TestDatabase, load_id: str, manifest: str | None = None, **more: Any
 ) -> ClaimTableOperator:
-    """A ``claim_table`` of ``notes``: with a manifest, it withdraws too."""
+    """The pipeline's ``claim_table`` of ``notes``: with a manifest, it withdraws too."""
     return ClaimTableOperator(
         task_id="claim_table",
         table="notes",
@@ -88,95 +83,6 @@ def test_a_refused_second_input_fails_the_claim_task_and_the_teardown_releases_i
     assert again.execute(context())["withdraw"]["rows"] == 300  # type: ignore[arg-type]
     assert pg_db.query("SELECT count(*) FROM notes") == [(0,)]
     TableStateHook(conn_id=pg_db.conn_id).restore("notes", load_id="tomorrow")
-
-
-def prepare_step(
-    db: TestDatabase, load_id: str, manifest: str, **more: Any
-) -> PrepareTableOperator:
-    """The pipeline's ``prepare_table`` of ``notes``: it withdraws first."""
-    return PrepareTableOperator(
-        task_id="prepare_table",
-        table="notes",
-        conn_id=db.conn_id,
-        load_id=load_id,
-        manifest=manifest,
-        withdraw=True,
-        drop_indexes=True,
-        **more,
-    )
-
-
-def test_prepare_with_withdraw_takes_back_a_failed_attempts_rows_once_then_strips(
-    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
-) -> None:
-    """As the pipeline runs it: claim_table (beside pre-flight) only claims; prepare_table
-    withdraws under that claim, then saves and strips the table. A retry withdraws nothing more
-    and finds its saved state."""
-    committed, second = failed_then_corrected(any_db, moto_server, s3_bucket, tmp_path)
-    hook = BulkLoadHook(conn_id=any_db.conn_id)
-    claim_step(any_db, "tonight").execute(context())  # type: ignore[arg-type]
-    prepare = prepare_step(any_db, "tonight", second.manifest_uri, reload="false")  # as a Param
-    done = prepare.execute(context())  # type: ignore[arg-type]
-    assert done["load_id"] == "tonight"
-    assert done["withdraw"]["rows"] == committed
-    assert any_db.query("SELECT count(*) FROM notes") == [(0,)]
-    again = prepare.execute(context())  # type: ignore[arg-type]
-    assert again["withdraw"]["chunks"] == []
-    assert again["resumed"] is True
-
-    other = prepare_step(any_db, "backfill", second.manifest_uri)
-    with pytest.raises(TableClaimedError, match="tonight"):
-        other.execute(context())  # type: ignore[arg-type]
-    assert any_db.query("SELECT count(*) FROM notes") == [(0,)]  # the other load changed nothing
-
-    for chunk in second.manifest.chunks:
-        hook.load_chunk("notes", chunk)
-    ids = [row[0] for row in any_db.query("SELECT id FROM notes ORDER BY id")]
-    assert ids == list(range(1, 304))
-    TableStateHook(conn_id=any_db.conn_id).restore("notes", load_id="tonight")
-
-
-def test_prepare_alone_claims_before_it_withdraws(
-    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
-) -> None:
-    """Wired without a claim task, prepare takes the claim itself before a row changes: another
-    load's claim stops it with the table as it was."""
-    committed, second = failed_then_corrected(pg_db, moto_server, s3_bucket, tmp_path)
-    claim_step(pg_db, "backfill").execute(context())  # type: ignore[arg-type]
-    with pytest.raises(TableClaimedError, match="backfill"):
-        prepare_step(pg_db, "tonight", second.manifest_uri).execute(context())  # type: ignore[arg-type]
-    assert pg_db.query("SELECT count(*) FROM notes") == [(committed,)]
-    TableStateHook(conn_id=pg_db.conn_id).restore("notes", load_id="backfill")
-    done = prepare_step(pg_db, "tonight", second.manifest_uri).execute(context())  # type: ignore[arg-type]
-    assert done["withdraw"]["rows"] == committed
-    TableStateHook(conn_id=pg_db.conn_id).restore("notes", load_id="tonight")
-
-
-def test_a_refused_second_input_fails_prepare_before_anything_is_saved(
-    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
-) -> None:
-    """The refusal comes before prepare saves or drops anything: restore (the teardown) only
-    releases the claim, and the table keeps its rows and indexes."""
-    from airflow_bulkload.exceptions import InputAlreadyLoadedError
-
-    second = loaded_without_record_then_changed(pg_db, moto_server, s3_bucket, tmp_path)
-    before = indexes(pg_db)
-    with pytest.raises(InputAlreadyLoadedError, match="reload=True"):
-        prepare_step(pg_db, "tonight", second.manifest_uri).execute(context())  # type: ignore[arg-type]
-    TableStateHook(conn_id=pg_db.conn_id).restore("notes", load_id="tonight")
-    assert pg_db.query("SELECT count(*) FROM notes") == [(300,)]
-    assert indexes(pg_db) == before
-    assert pg_db.query("SELECT count(*) FROM bulkload.table_claims") == [(0,)]
-
-
-def test_prepare_refuses_withdraw_without_a_manifest(any_db: TestDatabase) -> None:
-    create_notes(any_db)
-    prepare = PrepareTableOperator(
-        task_id="prepare_table", table="notes", conn_id=any_db.conn_id, withdraw=True
-    )
-    with pytest.raises(Exception, match="withdraw=True needs the staged input's manifest"):
-        prepare.execute(context())  # type: ignore[arg-type]
-    assert any_db.query("SELECT count(*) FROM notes") == [(0,)]
 
 
 def indexes(db: TestDatabase) -> set[str]:
