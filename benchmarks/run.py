@@ -105,6 +105,13 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
+#: Airflow's default ``[core] parallelism``, as a deployment that leaves it alone runs: each
+#: finished task may hold its LocalExecutor worker a few seconds more (Airflow 3.3's task
+#: supervisor waits up to ``[workers] min_heartbeat_interval`` for the exited process), so a
+#: deployment with barely more slots than the pipeline's fan-out queues its loads behind them
+AIRFLOW_DEFAULT_PARALLELISM = 32
+
+
 def parse_rows_list(text: str) -> list[int]:
     return [int(float(v)) for v in text.replace("_", "").split(",") if v.strip()]
 
@@ -137,8 +144,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--airflow-parallelism",
         type=int,
-        default=max(2, 2 * cpus),
-        help="[core] parallelism of the LocalExecutor the pipeline runs on (at least 2)",
+        default=AIRFLOW_DEFAULT_PARALLELISM,
+        help="[core] parallelism of the LocalExecutor the pipeline runs on (at least 2; default "
+        f"Airflow's own, {AIRFLOW_DEFAULT_PARALLELISM})",
     )
     parser.add_argument(
         "--no-preload",
