@@ -233,3 +233,12 @@ def test_run_options() -> None:
     assert args.airflow_parallelism >= 2
     with pytest.raises(SystemExit):
         parse_args(["--engine", "mysql", "--airflow-parallelism", "1"])
+
+
+def test_the_pipeline_runs_on_airflows_own_default_parallelism() -> None:
+    """As a deployment that leaves ``[core] parallelism`` alone: with barely more worker slots
+    than the pipeline's fan-out, finished tasks' lingering supervisors queued its loads."""
+    from airflow.configuration import conf
+
+    default = int(conf.get_default_value("core", "parallelism"))
+    assert parse_args(["--engine", "postgres"]).airflow_parallelism == default
