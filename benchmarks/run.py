@@ -105,11 +105,16 @@ def parse_size(text: str) -> int:
     return int(text)
 
 
-#: Airflow's default ``[core] parallelism``, as a deployment that leaves it alone runs: each
-#: finished task may hold its LocalExecutor worker a few seconds more (Airflow 3.3's task
-#: supervisor waits up to ``[workers] min_heartbeat_interval`` for the exited process), so a
-#: deployment with barely more slots than the pipeline's fan-out queues its loads behind them
-AIRFLOW_DEFAULT_PARALLELISM = 32
+def airflow_default_parallelism() -> int:
+    """Airflow's own default ``[core] parallelism``, as a deployment that leaves it alone runs.
+
+    Each finished task may hold its LocalExecutor worker a few seconds more (Airflow 3.3's task
+    supervisor waits up to ``[workers] min_heartbeat_interval`` for the exited process), so a
+    deployment with barely more slots than the pipeline's fan-out queues its loads behind them.
+    """
+    from airflow.configuration import conf
+
+    return int(conf.get_default_value("core", "parallelism"))
 
 
 def parse_rows_list(text: str) -> list[int]:
@@ -144,9 +149,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--airflow-parallelism",
         type=int,
-        default=AIRFLOW_DEFAULT_PARALLELISM,
+        default=airflow_default_parallelism(),
         help="[core] parallelism of the LocalExecutor the pipeline runs on (at least 2; default "
-        f"Airflow's own, {AIRFLOW_DEFAULT_PARALLELISM})",
+        "Airflow's own, %(default)s)",
     )
     parser.add_argument(
         "--no-preload",

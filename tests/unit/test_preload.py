@@ -17,6 +17,7 @@ import pytest
 from airflow_bulkload.preload import OPTIONAL_MODULES, REQUIRED_MODULES
 from tests.harness import REPO_ROOT
 
+#: a fresh interpreter's report after ``{imports}`` (see :func:`probe`)
 PROBE = """
 import json, os, sys, threading
 
@@ -30,7 +31,7 @@ def open_files():
     return found
 
 before = open_files()
-import airflow_bulkload.preload
+{imports}
 import boto3
 after = open_files()
 print(json.dumps({
@@ -43,9 +44,18 @@ print(json.dumps({
 """
 
 
+def probe(imports: str) -> str:
+    """PROBE's program with ``imports`` run where its placeholder stands."""
+    return PROBE.replace("{imports}", imports)
+
+
 def _probe() -> dict:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", probe("import airflow_bulkload.preload")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     return _report(done)
 
@@ -143,7 +153,7 @@ def _run_in(airflow_home: Path, statements: str) -> subprocess.CompletedProcess[
         "PYTHONPATH": str(REPO_ROOT),
     }
     return subprocess.run(
-        [sys.executable, "-c", PROBE.replace("import airflow_bulkload.preload\n", statements)],
+        [sys.executable, "-c", probe(statements)],
         env=env,
         cwd=airflow_home,
         capture_output=True,
