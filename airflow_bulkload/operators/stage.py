@@ -11,7 +11,7 @@ from airflow_bulkload.catalog import loadable_column_types, probe_key_of
 from airflow_bulkload.knobs import parse_flag, parse_optional_int
 from airflow_bulkload.operators.base import StagingWorkerOperator
 from airflow_bulkload.operators.validation import validate_or_fail
-from airflow_bulkload.s3io import check_upload_args
+from airflow_bulkload.s3io import check_upload_args, s3_client
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.options import PRESORTED
 from airflow_bulkload.staging.planning import (
@@ -323,8 +323,6 @@ class StageToS3Operator(StagingWorkerOperator):
 
     def stage(self, context: Context, group_bytes: int | None = None) -> StageResult:
         """Stage (or plan the groups of) the input; push the manifest's URI."""
-        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-
         validate_or_fail(self.validate)
         compression = self.compression or ("none" if self.load_method == "aurora_s3" else "gzip")
         sort_key, sort_types = self._sort_key()
@@ -358,7 +356,7 @@ class StageToS3Operator(StagingWorkerOperator):
         )
         result = stage_input(
             self.source,
-            s3=S3Hook(aws_conn_id=self.aws_conn_id).get_conn(),
+            s3=s3_client(self.aws_conn_id),
             staging_uri=self.staging,
             dag_id=context["dag"].dag_id,
             table=self.table,

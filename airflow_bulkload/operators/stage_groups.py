@@ -30,17 +30,12 @@ from airflow_bulkload.operators.stage import (
     _max_map_length,
     work_owner,
 )
+from airflow_bulkload.s3io import s3_client
 from airflow_bulkload.staging.groups import collect_groups, stage_group
 from airflow_bulkload.staging.manifest import read_manifest
 from airflow_bulkload.staging.planning import parse_size
 
 DEFAULT_GROUP_SIZE = "4GB"
-
-
-def _s3(aws_conn_id: str | None) -> Any:
-    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-
-    return S3Hook(aws_conn_id=aws_conn_id).get_conn()
 
 
 def _group_bytes(group_size: str | int | None) -> int | None:
@@ -115,7 +110,7 @@ class StageGroupOperator(StagingWorkerOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         manifest = stage_group(
             self.group,
-            s3=_s3(self.aws_conn_id),
+            s3=s3_client(self.aws_conn_id),
             resources=self.staging_resources(),
             work_owner=work_owner(context),
         )
@@ -154,7 +149,7 @@ class CollectStagingOperator(BaseOperator):
         self.aws_conn_id = aws_conn_id
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
-        s3 = _s3(self.aws_conn_id)
+        s3 = s3_client(self.aws_conn_id)
         if self.groups:
             manifest = collect_groups(self.groups, s3=s3, max_map_length=_max_map_length())
         else:

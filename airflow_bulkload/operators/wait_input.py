@@ -32,14 +32,13 @@ class WaitForInputSensor(BaseSensorOperator):
         self.aws_conn_id = aws_conn_id
 
     def poke(self, context: Context) -> bool:
-        from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-
+        from airflow_bulkload.s3io import s3_client
         from airflow_bulkload.staging.sources import NoInputError, resolve_sources
 
         sources = [self.source] if isinstance(self.source, str) else list(self.source)
         if not all(s.startswith("s3://") for s in sources):
             raise ValueError(f"wait_for_input waits for S3 input, not local paths: {sources}")
-        s3 = S3Hook(aws_conn_id=self.aws_conn_id).get_conn()
+        s3 = s3_client(self.aws_conn_id)
         for source in sources:
             try:
                 found = resolve_sources(source, s3)
