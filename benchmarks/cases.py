@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,13 @@ from typing import Any
 from airflow_bulkload.staging.load_batches import DEFAULT_BATCH_BYTES, batch_count
 from airflow_bulkload.staging.planning import DEFAULT_CHUNK_SIZE, chunk_count, parse_size
 from benchmarks.airflow_runs import AirflowSandbox
-from benchmarks.cluster import BenchCluster, ScheduledRun, start_cluster, wait_seconds
+from benchmarks.cluster import (
+    DEFAULT_SCHEDULER_IDLE_SLEEP,
+    BenchCluster,
+    ScheduledRun,
+    start_cluster,
+    wait_seconds,
+)
 from benchmarks.datasets import Dataset
 from benchmarks.engines import TABLE, Engine, connection_uri, duckdb_checksum
 from benchmarks.s3data import MotoProcess, S3Input, download, stream_part
@@ -45,12 +51,19 @@ class Services:
     use, the Airflow deployment (the pipeline) and a ``dags test`` home (the S3ToSql slice)."""
 
     def __init__(
-        self, work: Path, moto: MotoProcess, airflow_parallelism: int, *, preload: bool = True
+        self,
+        work: Path,
+        moto: MotoProcess,
+        airflow_parallelism: int,
+        *,
+        preload: bool = True,
+        scheduler_idle_sleep: float = DEFAULT_SCHEDULER_IDLE_SLEEP,
     ) -> None:
         self.work = work
         self.moto = moto
         self.airflow_parallelism = airflow_parallelism
         self.preload = preload
+        self.scheduler_idle_sleep = scheduler_idle_sleep
         self._sandbox: AirflowSandbox | None = None
         self._cluster: BenchCluster | None = None
 
@@ -66,7 +79,11 @@ class Services:
             print("starting Airflow (api-server, scheduler, dag-processor) ...", file=sys.stderr)
             env = dict(os.environ) | {"AIRFLOW_CONN_AWS_DEFAULT": self.moto.server.airflow_conn()}
             self._cluster = start_cluster(
-                self.work / "cluster", env, self.airflow_parallelism, preload=self.preload
+                self.work / "cluster",
+                env,
+                self.airflow_parallelism,
+                preload=self.preload,
+                scheduler_idle_sleep=self.scheduler_idle_sleep,
             )
             print(
                 f"warmed up: a one-task DAG run took {self._cluster.warm_up_seconds or 0:.1f} s"
@@ -433,6 +450,7 @@ def pipeline_outcome(run: ScheduledRun, airflow_parallelism: int) -> Outcome:
         "max_concurrent": run.max_concurrent,
         "peak_temp_total_mb": run.peak_temp_total_mb,
         "tasks": per_stage_peaks(run),
+        "timeline": [asdict(entry) for entry in run.timeline],
     }
     return Outcome(
         run.wall_seconds, note, stages, peak_rss_mb=max(rss) if rss else None, details=details

@@ -35,6 +35,9 @@ from benchmarks.summary import parse_report_line
 from benchmarks.task_policy import TASK_TMP
 from tests.e2e.airflow_cluster import PRELOAD_SETTINGS, AirflowCluster
 
+#: ``[scheduler] scheduler_idle_sleep_time`` of the deployment: the e2e harness's (Airflow's own
+#: default is 1 s); ``--scheduler-idle-sleep`` sets another
+DEFAULT_SCHEDULER_IDLE_SLEEP = 0.5
 #: the logical date of the benchmark's runs (as ``airflow dags test`` used)
 LOGICAL_DATE = "2026-01-02T00:00:00+00:00"
 WORKER_TITLE = "airflow worker -- "  # the task process's title: the task instance's id follows
@@ -72,6 +75,11 @@ def _span(start: Any, end: Any) -> float | None:
     return None if begun is None or ended is None else ended - begun
 
 
+def _since(origin: float | None, value: Any) -> float | None:
+    moment = _utc(value)
+    return None if origin is None or moment is None else round(moment - origin, 2)
+
+
 def _ti_key(value: Any) -> str:
     return str(value).replace("-", "").lower()
 
@@ -92,6 +100,18 @@ class TaskUse:
         return self.task_id.rsplit(".", 1)[-1]
 
 
+@dataclass(frozen=True)
+class TimelineEntry:
+    """When one task instance was queued, started and ended, in seconds after the DAG run was
+    queued: the gaps between one task's end and the next one's queue and start are Airflow's."""
+
+    task_id: str
+    map_index: int
+    queued: float | None
+    started: float | None
+    ended: float | None
+
+
 @dataclass
 class ScheduledRun:
     """A triggered DAG run, followed to its end."""
@@ -104,6 +124,8 @@ class ScheduledRun:
     task_seconds: dict[str, float] = field(default_factory=dict)  # first start to last end
     max_concurrent: dict[str, int] = field(default_factory=dict)  # stage -> most at once
     peak_temp_total_mb: float | None = None
+    #: each task instance's queued, start and end, in seconds after the run was queued
+    timeline: list[TimelineEntry] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -174,6 +196,8 @@ class BenchCluster(AirflowCluster):
     """The e2e cluster with the benchmark's dags folder, parallelism and per-task temp dirs."""
 
     parallelism: int = 4
+    #: how long an idle scheduler loop sleeps, seconds
+    scheduler_idle_sleep: float = DEFAULT_SCHEDULER_IDLE_SLEEP
     #: workers import the provider once, as docs/scaling.md recommends (``--no-preload``: not)
     preload: bool = True
     runs: int = 0
@@ -198,6 +222,7 @@ class BenchCluster(AirflowCluster):
         return super().env | {
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
             "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
+            "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": str(self.scheduler_idle_sleep),
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             TASK_TMP: str(self.task_tmp),
         }
@@ -251,13 +276,25 @@ class BenchCluster(AirflowCluster):
             (dag_id, run_id),
         )
         rows = self.query(
-            "SELECT id, task_id, map_index, start_date, end_date FROM task_instance"
+            "SELECT id, task_id, map_index, start_date, end_date, queued_dttm FROM task_instance"
             " WHERE dag_id = ? AND run_id = ?",
             (dag_id, run_id),
         )
+        run_queued = _utc(queued)
+        timeline = sorted(
+            (
+                TimelineEntry(
+                    task_id.rsplit(".", 1)[-1],
+                    int(map_index),
+                    *(_since(run_queued, value) for value in (t_queued, t_start, t_end)),
+                )
+                for _, task_id, map_index, t_start, t_end, t_queued in rows
+            ),
+            key=lambda e: (e.started is None, e.started or 0.0, e.map_index),
+        )
         tasks: list[TaskUse] = []
         spans: dict[str, list[tuple[float, float]]] = {}
-        for ti_id, task_id, map_index, t_start, t_end in rows:
+        for ti_id, task_id, map_index, t_start, t_end, _ in rows:
             s, e = _utc(t_start), _utc(t_end)
             if s is not None and e is not None:
                 spans.setdefault(task_id, []).append((s, e))
@@ -292,6 +329,7 @@ class BenchCluster(AirflowCluster):
                 task_id.rsplit(".", 1)[-1]: most_at_once(s) for task_id, s in spans.items()
             },
             peak_temp_total_mb=round(probe.temp_total_peak / 1e6, 1),
+            timeline=timeline,
         )
 
     def _report(self, dag_id: str, run_id: str) -> dict[str, Any] | None:
@@ -332,10 +370,21 @@ def most_at_once(spans: list[tuple[float, float]]) -> int:
 
 
 def start_cluster(
-    workdir: Path, base_env: dict[str, str], parallelism: int, *, preload: bool = True
+    workdir: Path,
+    base_env: dict[str, str],
+    parallelism: int,
+    *,
+    preload: bool = True,
+    scheduler_idle_sleep: float = DEFAULT_SCHEDULER_IDLE_SLEEP,
 ) -> BenchCluster:
     """A started cluster (the caller stops it); fails with the services' logs."""
-    cluster = BenchCluster(workdir, base_env, parallelism=parallelism, preload=preload)
+    cluster = BenchCluster(
+        workdir,
+        base_env,
+        parallelism=parallelism,
+        preload=preload,
+        scheduler_idle_sleep=scheduler_idle_sleep,
+    )
     try:
         cluster.start()
     except BaseException:

@@ -67,6 +67,7 @@ from benchmarks.cases import (
     CaseUnavailable,
     Services,
 )
+from benchmarks.cluster import DEFAULT_SCHEDULER_IDLE_SLEEP
 from benchmarks.datasets import DATASETS
 from benchmarks.engines import DEFAULT_BUFFER_POOL, ENGINES, duckdb_checksum, mysql_buffer_pool
 from benchmarks.memory import ChildPeakRss
@@ -154,6 +155,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "Airflow's own, %(default)s)",
     )
     parser.add_argument(
+        "--scheduler-idle-sleep",
+        type=float,
+        default=DEFAULT_SCHEDULER_IDLE_SLEEP,
+        help="[scheduler] scheduler_idle_sleep_time of the deployment, seconds (default "
+        "%(default)s, the e2e harness's; Airflow's own is 1.0)",
+    )
+    parser.add_argument(
         "--no-preload",
         dest="preload",
         action="store_false",
@@ -178,6 +186,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         parser.error(f"--pipeline-arg gives {', '.join(repeated)} more than once")
+    if args.scheduler_idle_sleep <= 0:
+        parser.error("--scheduler-idle-sleep must be positive")
     if args.airflow_parallelism < 2:
         parser.error("--airflow-parallelism must be at least 2 (loads run side by side)")
     return args
@@ -385,7 +395,15 @@ def main(argv: list[str] | None = None) -> None:
                 moto = MotoProcess(work / "moto.log")
                 workers = "preload" if args.preload else "do not preload"
                 settings = f"{settings}; workers {workers} the provider"
-                services = Services(work, moto, args.airflow_parallelism, preload=args.preload)
+                if args.scheduler_idle_sleep != DEFAULT_SCHEDULER_IDLE_SLEEP:
+                    settings = f"{settings}; scheduler idle sleep {args.scheduler_idle_sleep} s"
+                services = Services(
+                    work,
+                    moto,
+                    args.airflow_parallelism,
+                    preload=args.preload,
+                    scheduler_idle_sleep=args.scheduler_idle_sleep,
+                )
                 if args.scaling:
                     run_scaling(args, work, services, settings)
                 else:

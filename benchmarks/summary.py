@@ -129,6 +129,16 @@ def pipeline_lines(result: CaseResult) -> list[str]:
                 for name, t in tasks.items()
             )
         )
+    timeline = details.get("timeline") or []
+    if timeline:
+        lines.append(
+            "pipeline timeline (s after the run was queued: queued/start/end): "
+            + ", ".join(
+                f"{t['task_id']}{'' if t['map_index'] < 0 else '[' + str(t['map_index']) + ']'} "
+                f"{_fmt(t['queued'])}/{_fmt(t['started'])}/{_fmt(t['ended'])}"
+                for t in timeline
+            )
+        )
     return lines
 
 

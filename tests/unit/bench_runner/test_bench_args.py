@@ -45,3 +45,18 @@ def test_the_deployment_preloads_the_provider_unless_told_not_to() -> None:
     assert "task_policy" in preloading.local_settings
     plain = BenchCluster(workdir=Path("/nonexistent"), base_env={}, preload=False)
     assert PRELOAD_SETTINGS not in plain.local_settings
+
+
+def test_the_scheduler_idle_sleep_is_the_harness_s_unless_given() -> None:
+    from benchmarks.cluster import DEFAULT_SCHEDULER_IDLE_SLEEP, BenchCluster
+
+    assert parse_args(["--engine", "postgres"]).scheduler_idle_sleep == 0.5
+    assert DEFAULT_SCHEDULER_IDLE_SLEEP == 0.5
+    given = parse_args(["--engine", "postgres", "--scheduler-idle-sleep", "0.1"])
+    assert given.scheduler_idle_sleep == 0.1
+    cluster = BenchCluster(workdir=Path("/nonexistent"), base_env={}, scheduler_idle_sleep=0.1)
+    assert cluster.env["AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME"] == "0.1"
+    default = BenchCluster(workdir=Path("/nonexistent"), base_env={})
+    assert default.env["AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME"] == "0.5"
+    with pytest.raises(SystemExit):
+        parse_args(["--engine", "postgres", "--scheduler-idle-sleep", "0"])

@@ -34,6 +34,11 @@ PIPELINE_DETAILS = {
         "load": {"instances": 2, "max_s": 3.1, "peak_rss_mb": 120.0, "peak_temp_mb": 0.0},
     },
     "max_concurrent": {"load": 2},
+    "timeline": [
+        {"task_id": "stage", "map_index": -1, "queued": 0.9, "started": 1.1, "ended": 1.8},
+        {"task_id": "load", "map_index": 0, "queued": 2.0, "started": 2.2, "ended": 6.0},
+        {"task_id": "report", "map_index": -1, "queued": 6.4, "started": None, "ended": None},
+    ],
 }
 RESULTS = [
     CaseResult("naive", 40.0, 1000, 10.0),
@@ -242,3 +247,10 @@ def test_the_pipeline_runs_on_airflows_own_default_parallelism() -> None:
 
     default = int(conf.get_default_value("core", "parallelism"))
     assert parse_args(["--engine", "postgres"]).airflow_parallelism == default
+
+
+def test_the_pipeline_timeline_is_printed_in_start_order() -> None:
+    from benchmarks.summary import pipeline_lines
+
+    [line] = [line for line in pipeline_lines(RESULTS[1]) if "timeline" in line]
+    assert line.endswith("stage 0.90/1.10/1.80, load[0] 2.00/2.20/6.00, report 6.40/-/-")
