@@ -232,9 +232,11 @@ def open_s3_stream(
         body.close()
 
 
-def s3_region(aws_conn_id: str | None) -> str:
-    """The region the AWS connection points at (server-side loads need it)."""
-    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+def s3_region(aws_conn_id: str | None, client: Any = None) -> str:
+    """The region the AWS connection points at (server-side loads need it).
 
-    hook = S3Hook(aws_conn_id=aws_conn_id)
-    return str(hook.conn_region_name or "us-east-1")
+    Read from its client (``client``, else a new one), so boto3's own defaults (environment,
+    profile) count as they do for every read.
+    """
+    s3 = client or s3_client(aws_conn_id)
+    return str(s3.meta.region_name or "us-east-1")

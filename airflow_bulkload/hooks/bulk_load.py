@@ -403,7 +403,9 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
                     probe = KeyProbe(list(spec.key_columns), *keys) if keys else None
         else:
             self._check_stored_object(spec)
-            rows = dialect.load_server_side(conn, method, into, spec, s3_region(self.aws_conn_id))
+            rows = dialect.load_server_side(
+                conn, method, into, spec, s3_region(self.aws_conn_id, self.s3)
+            )
             nbytes = spec.raw_bytes or spec.bytes
         if spec.rows is not None and rows != spec.rows:
             raise RowCountMismatchError(

@@ -80,3 +80,23 @@ def test_does_not_walk_the_stack(moto_server: MotoServer, monkeypatch: pytest.Mo
     s3 = s3_client("aws_default")
     assert s3.list_buckets()["ResponseMetadata"]["HTTPStatusCode"] == 200
     assert walked == []
+
+
+def test_region_lookup_does_not_walk_the_stack(
+    moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Server-side loads ask for the region once per chunk: no user-agent stack walk either."""
+    from airflow_bulkload.s3io import s3_region
+
+    walked: list[object] = []
+    stack = inspect.stack
+
+    def counted_stack(*args: object, **kwargs: object) -> list[inspect.FrameInfo]:
+        walked.append(args)
+        return stack(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(inspect, "stack", counted_stack)
+    assert s3_region("aws_default") == moto_server.region
+    client = s3_client("aws_default")
+    assert s3_region("unused", client) == client.meta.region_name
+    assert walked == []
