@@ -209,6 +209,17 @@ def chunk_count(total_bytes: int, chunk_size: int) -> int:
     return math.ceil(total_bytes / chunk_size) if total_bytes > 0 else 0
 
 
+def even_chunk_size(total_bytes: int, chunk_size: int) -> int:
+    """The size that cuts ``total_bytes`` into as many chunks as ``chunk_size`` does, all alike.
+
+    Never larger than ``chunk_size``. 344 MB in chunks of 256 MB made one of 256 MB and one of
+    88 MB: two load sessions, one idle for most of the load (MySQL, 10 M rows: 18.4 s and 4.3 s
+    side by side). Two of 172 MB keep both busy.
+    """
+    count = chunk_count(total_bytes, chunk_size)
+    return math.ceil(total_bytes / count) if count > 1 else chunk_size
+
+
 def fit_chunk_size(
     total_bytes: int, chunk_size: int, max_map_length: int, *, grow: bool, what: str
 ) -> int:

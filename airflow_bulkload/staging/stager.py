@@ -35,8 +35,10 @@ from airflow_bulkload.staging.planning import (
     STAGED_FORMAT,
     SourceFile,
     StagingGroup,
+    chunk_count,
     direct_refusal,
     estimate_raw_bytes,
+    even_chunk_size,
     fit_chunk_size,
     format_size,
     group_prefix,
@@ -305,19 +307,28 @@ def stage_files(
             format_size(normalized_bytes),
             normalized.seconds,
         )
-        chunk_size = fit_chunk_size(
+        fitted = fit_chunk_size(
             normalized_bytes,
             options.chunk_size,
             resources.max_map_length,
             grow=resources.grow_chunk_size,
             what=f"input {', '.join(s.location for s in sources[:3])}",
         )
-        if chunk_size != options.chunk_size:
+        if fitted != options.chunk_size:
             log.warning(
                 "chunk size raised from %s to %s to stay within max_map_length %d",
                 format_size(options.chunk_size),
-                format_size(chunk_size),
+                format_size(fitted),
                 resources.max_map_length,
+            )
+        chunk_size = even_chunk_size(normalized_bytes, fitted)
+        if chunk_size != fitted:
+            log.info(
+                "%d chunks of about %s each (chunk size %s), so no load session waits on one "
+                "long last chunk",
+                chunk_count(normalized_bytes, fitted),
+                format_size(chunk_size),
+                format_size(fitted),
             )
         try:
             chunks = split_and_upload(

@@ -10,6 +10,7 @@ from airflow_bulkload.staging.planning import (
     chunk_count,
     chunk_name,
     duckdb_sort_type,
+    even_chunk_size,
     fit_chunk_size,
     input_fingerprint,
     parse_size,
@@ -109,6 +110,25 @@ def test_chunk_count_and_fit() -> None:
         fit_chunk_size(1001, 10, 100, grow=False, what="x")
     grown = fit_chunk_size(1001, 10, 100, grow=True, what="x")
     assert chunk_count(1001, grown) <= 100
+
+
+@pytest.mark.parametrize(
+    ("total", "size", "expected"),
+    [
+        (344, 256, 172),  # 256 + 88 before: one load session idle most of the load
+        (1000, 100, 100),  # already even
+        (1001, 100, 91),  # 11 chunks either way
+        (50, 256, 256),  # one chunk: left as asked
+        (0, 256, 256),
+    ],
+)
+def test_even_chunk_size_keeps_the_count_and_evens_the_sizes(
+    total: int, size: int, expected: int
+) -> None:
+    even = even_chunk_size(total, size)
+    assert even == expected
+    assert even <= size
+    assert chunk_count(total, even) == chunk_count(total, size)
 
 
 def test_temp_space_counts_downloads_expansion_and_sort_spill() -> None:
