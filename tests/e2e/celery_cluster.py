@@ -39,6 +39,8 @@ REDIS_URL = os.environ.get("BULKLOAD_TEST_REDIS_URL", "redis://127.0.0.1:6379")
 WORKER_HOSTNAME = "BULKLOAD_TEST_WORKER_HOSTNAME"
 #: set in one Redis database index while a cluster uses it
 CLAIM_KEY = "bulkload-e2e-celery-cluster"
+#: seconds a task may stay queued before the scheduler queues it again (see ``env``)
+QUEUED_TIMEOUT_SECONDS = 60
 
 
 def worker_hostname() -> str:
@@ -120,6 +122,12 @@ class CeleryCluster(AirflowCluster):
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(self.heartbeat_timeout),
             "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "1",
             "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2",
+            # a task a killed worker had received but not started never runs there, and its
+            # message is not delivered again before the visibility timeout: the scheduler finds
+            # it stuck in queued after this long and queues it again (Airflow's default: 600 s,
+            # checked every 120 s), without spending a try
+            "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT": str(QUEUED_TIMEOUT_SECONDS),
+            "AIRFLOW__SCHEDULER__TASK_QUEUED_TIMEOUT_CHECK_INTERVAL": "5",
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__SECRETS__BACKEND": "airflow.secrets.local_filesystem.LocalFilesystemBackend",
             "AIRFLOW__SECRETS__BACKEND_KWARGS": json.dumps(
