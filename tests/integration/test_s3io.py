@@ -67,8 +67,9 @@ def test_same_settings_as_the_hooks_client(monkeypatch: pytest.MonkeyPatch) -> N
     assert ours["verify"] is False
 
 
-def test_does_not_walk_the_stack(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The hook's user-agent tag walks ``inspect.stack()`` (0.2 s per task): the client skips it."""
+@pytest.fixture
+def stack_walks(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every ``inspect.stack()`` call made while the test runs (the calls still happen)."""
     walked: list[object] = []
     stack = inspect.stack
 
@@ -77,26 +78,23 @@ def test_does_not_walk_the_stack(moto_server: MotoServer, monkeypatch: pytest.Mo
         return stack(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(inspect, "stack", counted_stack)
+    return walked
+
+
+def test_does_not_walk_the_stack(moto_server: MotoServer, stack_walks: list[object]) -> None:
+    """The hook's user-agent tag walks ``inspect.stack()`` (0.2 s per task): the client skips it."""
     s3 = s3_client("aws_default")
     assert s3.list_buckets()["ResponseMetadata"]["HTTPStatusCode"] == 200
-    assert walked == []
+    assert stack_walks == []
 
 
 def test_region_lookup_does_not_walk_the_stack(
-    moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch
+    moto_server: MotoServer, stack_walks: list[object]
 ) -> None:
     """Server-side loads ask for the region once per chunk: no user-agent stack walk either."""
     from airflow_bulkload.s3io import s3_region
 
-    walked: list[object] = []
-    stack = inspect.stack
-
-    def counted_stack(*args: object, **kwargs: object) -> list[inspect.FrameInfo]:
-        walked.append(args)
-        return stack(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(inspect, "stack", counted_stack)
     assert s3_region("aws_default") == moto_server.region
     client = s3_client("aws_default")
     assert s3_region("unused", client) == client.meta.region_name
-    assert walked == []
+    assert stack_walks == []
