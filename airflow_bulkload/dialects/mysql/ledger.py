@@ -94,7 +94,7 @@ class MySqlLedger(MySqlLoader):
         different chunks then deadlock on their inserts. Call this first in the transaction:
         the ledger read is a consistent read whose snapshot starts here, after the lock, so it
         sees the entry of a loader that committed before releasing. The ledger's primary key
-        (always checked, even with ``unique_checks = 0``) backs this up.
+        backs this up.
         """
         table_name = str(table)
         lock = chunk_lock_name(table_name, chunk.key)

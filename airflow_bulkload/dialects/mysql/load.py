@@ -14,13 +14,17 @@ Loading (one transaction per chunk, see :class:`~airflow_bulkload.hooks.bulk_loa
   Aurora 2); loads are recorded in ``mysql.aurora_s3_load_history``. Aurora cannot read gzip
   objects: stage uncompressed chunks (``compression="none"``) for this method.
 
-Session tuning: ``unique_checks = 0`` lets InnoDB skip uniqueness checks of *secondary* unique
-indexes on some paths (change buffering, the bulk path into an empty table), so duplicates there
-could go unnoticed. We choose the simple safe rule: when the target has a secondary UNIQUE index,
-the load keeps ``unique_checks = 1``; otherwise it is 0 (the primary key is always checked).
+Session tuning: ``foreign_key_checks = 0`` and a strict ``sql_mode``; ``unique_checks`` stays 1.
 ``foreign_key_checks = 0`` would let a row whose parent does not exist commit, and InnoDB never
 re-checks existing rows: so the load turns foreign key checks back on for a table that has foreign
 keys (an orphan row fails its chunk, naming it), and off only for tables without any.
+``unique_checks = 0`` only lets InnoDB skip the uniqueness checks of *secondary* unique indexes
+(duplicates there could go unnoticed), and on MariaDB 10.6+ it has one more effect: with both
+checks off, a transaction that inserts into an *empty* table takes its bulk path, which locks
+the whole table until the transaction commits. Parallel load sessions into an empty target
+(a first load, a reload's work table) then run one after another: two sessions loading 5 M
+key-sorted rows each took 40 to 42 s so, 26 to 30 s with ``unique_checks = 1``
+(docs/performance.md). The primary key is checked either way.
 The session settings are restored when the transaction ends, so a pooled connection is never left
 weakened.
 """
@@ -86,10 +90,11 @@ class MySqlLoader(MySqlSession):
         _scalar(conn, "SELECT RELEASE_LOCK(%s)", (load_slot_name(str(table), slot),))
 
     def tune_load_session(self, conn: Any) -> None:
-        """``unique_checks = 0``, ``foreign_key_checks = 0``, strict ``sql_mode``, for this session.
+        """``foreign_key_checks = 0``, ``unique_checks = 1``, strict ``sql_mode``, for this session.
 
         They hold until the transaction ends (the originals are saved and put back then). The load
-        itself turns unique checks back on for tables with a secondary UNIQUE index.
+        itself turns foreign key checks back on for tables with foreign keys. Unique checks stay
+        on: off, they would let MariaDB lock an empty table for one load at a time (see above).
         """
         state = self._session(conn)
         with _cursor(conn) as cur:
@@ -100,34 +105,23 @@ class MySqlLoader(MySqlSession):
                 )
                 state.saved_settings = tuple(cur.fetchone())
             cur.execute(
-                "SET SESSION unique_checks = 0, foreign_key_checks = 0, sql_mode = %s",
+                "SET SESSION unique_checks = 1, foreign_key_checks = 0, sql_mode = %s",
                 (STRICT_SQL_MODE,),
             )
 
-    def _keep_unique_checks_if_needed(self, conn: Any, table: TableRef) -> None:
-        """Keep the checks that guard the rows on.
+    def _keep_foreign_key_checks_if_needed(self, conn: Any, table: TableRef) -> None:
+        """Foreign key checks back on for a table with foreign keys.
 
-        Unique checks for a secondary UNIQUE index, and foreign key checks for a table with foreign
-        keys (with them off, a row whose parent does not exist would commit, and nothing re-checks
-        it: InnoDB never validates existing rows).
+        With them off, a row whose parent does not exist would commit, and nothing re-checks it:
+        InnoDB never validates existing rows.
         """
-        with _cursor(conn) as cur:
-            if self.has_secondary_unique_index(conn, table):
-                cur.execute("SET SESSION unique_checks = 1")
-            if self.has_foreign_keys(conn, table):
-                cur.execute("SET SESSION foreign_key_checks = 1")
+        if self.has_foreign_keys(conn, table):
+            _execute(conn, "SET SESSION foreign_key_checks = 1")
 
     def has_foreign_keys(self, conn: Any, table: TableRef) -> bool:
         sql = (
             "SELECT COUNT(*) FROM information_schema.REFERENTIAL_CONSTRAINTS "
             "WHERE CONSTRAINT_SCHEMA = %s AND TABLE_NAME = %s"
-        )
-        return _count(conn, sql, (table.schema, table.name)) > 0
-
-    def has_secondary_unique_index(self, conn: Any, table: TableRef) -> bool:
-        sql = (
-            "SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = %s "
-            "AND TABLE_NAME = %s AND NON_UNIQUE = 0 AND INDEX_NAME <> 'PRIMARY'"
         )
         return _count(conn, sql, (table.schema, table.name)) > 0
 
@@ -161,7 +155,7 @@ class MySqlLoader(MySqlSession):
         table, columns, file_format = into.table, into.columns, into.file_format
         column_types = dict(self.load_columns(conn, table))
         columns = list(columns) if columns else list(column_types)
-        self._keep_unique_checks_if_needed(conn, table)
+        self._keep_foreign_key_checks_if_needed(conn, table)
         workdir = tempfile.mkdtemp(prefix="bulkload-mysql-")
         fifo = os.path.join(workdir, "chunk.fifo")
         os.mkfifo(fifo, 0o600)
@@ -227,7 +221,7 @@ class MySqlLoader(MySqlSession):
             )
         column_types = dict(self.load_columns(conn, table))
         columns = list(columns) if columns else list(column_types)
-        self._keep_unique_checks_if_needed(conn, table)
+        self._keep_foreign_key_checks_if_needed(conn, table)
         sql = aurora_load_sql("FILE", chunk.uri, table, columns, chunk.format, region=region)
         try:
             rows = _execute(conn, sql)

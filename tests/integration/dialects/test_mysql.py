@@ -102,7 +102,7 @@ def test_session_settings_are_restored_after_commit_and_rollback(mysql_db: TestD
         with dialect.transaction(conn):
             dialect.tune_load_session(conn)
             cur.execute(query)
-            assert cur.fetchone()[:2] == (0, 0)
+            assert cur.fetchone()[:2] == (1, 0)
         cur.execute(query)
         assert cur.fetchone() == before
         with pytest.raises(RuntimeError), dialect.transaction(conn):
@@ -110,6 +110,29 @@ def test_session_settings_are_restored_after_commit_and_rollback(mysql_db: TestD
             raise RuntimeError("load failed")
         cur.execute(query)
         assert cur.fetchone() == before
+
+
+def test_parallel_loads_into_an_empty_table_do_not_wait_for_each_other(
+    mysql_db: TestDatabase,
+) -> None:
+    """With unique and foreign key checks both off, MariaDB 10.6+ loads an empty table through
+    its bulk path, which locks the whole table until commit: a second load session then waits
+    for the first (two loads ran one after the other). The load keeps unique checks on."""
+    dialect = MySqlDialect()
+    mysql_db.query("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)")
+    table = TableRef("t", mysql_db.name)
+    into = LoadInto(table, None, FileFormat())
+    with closing(load_conn(mysql_db)) as first, closing(load_conn(mysql_db)) as second:
+        second.cursor().execute("SET SESSION innodb_lock_wait_timeout = 2")
+        with dialect.transaction(first):
+            dialect.tune_load_session(first)
+            stream = ChunkStream(io.BytesIO(b"1,1\n2,2\n"), "s3://b/first.csv")
+            assert dialect.load_stream(first, into, stream, "s3://b/first.csv") == 2
+            with dialect.transaction(second):  # while the first is still open
+                dialect.tune_load_session(second)
+                stream = ChunkStream(io.BytesIO(b"3,3\n4,4\n"), "s3://b/second.csv")
+                assert dialect.load_stream(second, into, stream, "s3://b/second.csv") == 2
+    assert mysql_db.query("SELECT COUNT(*) FROM t") == [(4,)]
 
 
 class FailingStream(ChunkStream):
