@@ -116,7 +116,10 @@ def parallelism(ctx: RuleContext) -> Iterator[Finding]:
     inputs = ctx.inputs
     vcpus = inputs.vcpus
     # the optimum is a measurement of each engine (see optimal_parallelism)
-    effect = ({"mysql": ev.PARALLEL_MYSQL, "postgres": ev.PARALLEL_POSTGRES}[inputs.engine],)
+    effect = (
+        {"mysql": ev.PARALLEL_MYSQL, "postgres": ev.PARALLEL_POSTGRES}[inputs.engine],
+        ev.PARALLEL_TWO_VCPUS,
+    )
     if not vcpus:
         yield Finding(
             "parallelism",

@@ -16,7 +16,17 @@ from tests.unit.advice.factories import GB, MB, inputs, staged, table
 
 @pytest.mark.parametrize(
     ("engine", "vcpus", "expected"),
-    [("mysql", 16, 10), ("mysql", 8, 5), ("mysql", 2, 1), ("postgres", 8, 7), ("postgres", 1, 1)],
+    [
+        ("mysql", 16, 10),
+        ("mysql", 8, 5),
+        ("mysql", 4, 2),
+        ("mysql", 2, 2),
+        ("mysql", 1, 1),
+        ("postgres", 8, 7),
+        ("postgres", 3, 2),
+        ("postgres", 2, 2),
+        ("postgres", 1, 1),
+    ],
 )
 def test_optimal_parallelism(engine: str, vcpus: int, expected: int) -> None:
     assert optimal_parallelism(engine, vcpus) == expected
