@@ -59,6 +59,11 @@ PIPELINE_BENCH = Source(
     "docs/performance.md (10 M rows from S3, the pipeline under a real scheduler, 2 cores)",
     "airflow-bulkload",
 )
+AUTOINC_LOCK_TEST = Source(
+    "autoinc-lock-mode-test",
+    "tests/integration/dialects/test_mysql.py (MariaDB 10.11, innodb_autoinc_lock_mode 1)",
+    "airflow-bulkload",
+)
 AWS_AURORA_S3_DOC = Source(
     "aws-docs-aurora-mysql-load-from-s3",
     "Loading data into an Aurora MySQL DB cluster from text files in an Amazon S3 bucket",
@@ -217,6 +222,15 @@ PARALLEL_TWO_VCPUS = Evidence(
     "on a 2-core machine that also ran the workers (2026-11-27); while one session waits on its "
     "client or the network, the other keeps the server busy",
     PIPELINE_BENCH,
+)
+AUTOINC_TABLE_LOCK = Evidence(
+    "measured",
+    "with innodb_autoinc_lock_mode below 2, each LOAD DATA into a table with an AUTO_INCREMENT "
+    "column holds the table's AUTO-INC lock until the statement ends: loads run one at a time",
+    "MariaDB 10.11, innodb_autoinc_lock_mode 1 (its default; MySQL 8.0's is 2): a second load "
+    "session waited for the first one's statement, even with the ids in the file, and failed after "
+    "innodb_lock_wait_timeout (50 s by default)",
+    AUTOINC_LOCK_TEST,
 )
 GP2_IOPS = Evidence(
     "measured",

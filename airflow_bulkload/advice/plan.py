@@ -133,11 +133,32 @@ def expected_chunks(summary: InputSummary | None, chunk_size: int) -> int | None
     return max(1, math.ceil(summary.total_bytes / chunk_size))
 
 
+def loads_take_turns(inputs: PreflightInputs) -> list[str]:
+    """The AUTO_INCREMENT columns that make MySQL loads into the table run one at a time.
+
+    With ``innodb_autoinc_lock_mode`` below 2 (MariaDB's default is 1), every ``LOAD DATA``
+    into a table with an AUTO_INCREMENT column holds the table's AUTO-INC lock until the
+    statement ends, so a second load session only waits, and fails after
+    ``innodb_lock_wait_timeout``. Empty when the lock mode is 2 or unknown.
+    """
+    server = inputs.server
+    mode = server.extra.get("innodb_autoinc_lock_mode") if server is not None else None
+    if not isinstance(mode, int) or mode >= 2:
+        return []
+    return [str(c) for c in inputs.table.extra.get("identity_columns") or []]
+
+
 def recommend_plan(inputs: PreflightInputs) -> LoadPlan:
     """The plan for ``inputs`` as if every knob were "auto"."""
     rationale: dict[str, str] = {}
     vcpus = inputs.vcpus
-    if vcpus:
+    if autoinc := loads_take_turns(inputs):
+        parallelism = 1
+        rationale["parallelism"] = (
+            f"1: AUTO_INCREMENT column {', '.join(autoinc)} with innodb_autoinc_lock_mode < 2 "
+            "(each LOAD DATA holds the table's AUTO-INC lock until it ends)"
+        )
+    elif vcpus:
         parallelism = optimal_parallelism(inputs.engine, vcpus)
         rationale["parallelism"] = f"{vcpus} vCPUs: " + PARALLELISM_RATIONALE[inputs.engine]
     else:

@@ -10,6 +10,7 @@ from airflow_bulkload.advice.plan import (
     MAX_CHUNK_SIZE,
     MIN_CHUNK_SIZE,
     PARALLELISM_RULE,
+    loads_take_turns,
     optimal_parallelism,
 )
 from airflow_bulkload.advice.rules.context import ERROR, INFO, WARN, RuleContext
@@ -115,6 +116,25 @@ def chunk_sizes(ctx: RuleContext) -> Iterator[Finding]:
 def parallelism(ctx: RuleContext) -> Iterator[Finding]:
     inputs = ctx.inputs
     vcpus = inputs.vcpus
+    chosen = inputs.options.parallelism
+    if autoinc := loads_take_turns(inputs):
+        more = chosen is not None and chosen > 1
+        yield Finding(
+            "parallelism",
+            WARN,
+            f"{ctx.table_name} has an AUTO_INCREMENT column ({', '.join(autoinc)}) and the server "
+            "runs innodb_autoinc_lock_mode < 2: each LOAD DATA holds the table's AUTO-INC lock "
+            "until it ends, even when the file gives the ids, so loads into it run one at a time"
+            + (
+                f"; with parallelism={chosen} a waiting load fails after innodb_lock_wait_timeout."
+                if more
+                else " (the plan loads one chunk at a time)."
+            ),
+            "Set innodb_autoinc_lock_mode = 2 (MySQL 8.0's default; a static parameter: change it "
+            "in the DB parameter group and reboot) to load in parallel"
+            + (", or set parallelism=1." if more else "."),
+            (ev.AUTOINC_TABLE_LOCK,),
+        )
     # the optimum is a measurement of each engine (see optimal_parallelism)
     effect = (
         {"mysql": ev.PARALLEL_MYSQL, "postgres": ev.PARALLEL_POSTGRES}[inputs.engine],
@@ -131,7 +151,6 @@ def parallelism(ctx: RuleContext) -> Iterator[Finding]:
         )
         return
     optimum = optimal_parallelism(inputs.engine, vcpus)
-    chosen = inputs.options.parallelism
     if chosen is not None and chosen > optimum:
         rule = PARALLELISM_RULE[inputs.engine]
         yield Finding(

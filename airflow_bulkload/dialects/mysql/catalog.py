@@ -389,6 +389,7 @@ class MySqlCatalog(MySqlSession):
 PREFLIGHT_VARIABLES = (
     "local_infile",
     "innodb_doublewrite",
+    "innodb_autoinc_lock_mode",
     "aurora_load_from_s3_role",
     "aws_default_s3_role",
     "aurora_version",
@@ -416,7 +417,11 @@ def server_facts_from_variables(
         s3_role = (
             variables.get("aurora_load_from_s3_role") or variables.get("aws_default_s3_role") or ""
         )
-    extra = {"aurora_version": variables["aurora_version"]} if "aurora_version" in variables else {}
+    extra: dict[str, Any] = (
+        {"aurora_version": variables["aurora_version"]} if "aurora_version" in variables else {}
+    )
+    if variables.get("innodb_autoinc_lock_mode", "").strip().isdigit():
+        extra["innodb_autoinc_lock_mode"] = int(variables["innodb_autoinc_lock_mode"])
     return ServerFacts(
         engine=engine,
         version=version,

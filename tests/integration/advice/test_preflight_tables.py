@@ -62,8 +62,10 @@ TABLES: dict[str, dict[str, list[str]]] = {
             "CREATE TABLE with_trigger (id bigint PRIMARY KEY, v text) ENGINE=InnoDB",
             "CREATE TRIGGER upper_v BEFORE INSERT ON with_trigger FOR EACH ROW SET NEW.v = UPPER(NEW.v)",
         ],
-        "clean": [
-            "CREATE TABLE clean (id bigint AUTO_INCREMENT PRIMARY KEY, v text) ENGINE=InnoDB"
+        "clean": ["CREATE TABLE clean (id bigint PRIMARY KEY, v text) ENGINE=InnoDB"],
+        "auto_increment": [
+            "CREATE TABLE auto_increment (id bigint AUTO_INCREMENT PRIMARY KEY, v text) "
+            "ENGINE=InnoDB"
         ],
     },
 }
@@ -126,6 +128,25 @@ def test_clean_table_with_bigint_key_gives_no_findings(any_db: TestDatabase) -> 
     assert report.plan.parallelism == (2 if any_db.engine == "mysql" else 3)  # of 4 vCPUs
 
 
+def test_an_auto_increment_table_on_mariadb_loads_one_chunk_at_a_time(
+    mysql_db: TestDatabase,
+) -> None:
+    """MariaDB's default innodb_autoinc_lock_mode (1) makes every LOAD DATA into a table with an
+    AUTO_INCREMENT column hold the table's AUTO-INC lock until it ends: a second load session
+    only waits, and fails after innodb_lock_wait_timeout (see test_mysql.py). Pre-flight plans
+    one session and says how to load in parallel."""
+    assert mysql_db.query("SELECT @@innodb_autoinc_lock_mode") == [(1,)]
+    _create(mysql_db, "auto_increment")
+    report = _preflight(mysql_db, "auto_increment")
+    assert report.plan.parallelism == 1
+    assert "AUTO-INC" in report.plan.rationale["parallelism"]
+    (finding,) = report.findings
+    assert (finding.rule, finding.severity) == ("parallelism", Severity.WARN)
+    assert "innodb_autoinc_lock_mode = 2" in finding.fix
+    chosen = _preflight(mysql_db, "auto_increment", parallelism=2)
+    assert "fails after innodb_lock_wait_timeout" in chosen.findings[0].message
+
+
 def test_server_facts(any_db: TestDatabase) -> None:
     facts = BulkLoadHook(conn_id=any_db.conn_id).server_facts()
     assert facts.engine == any_db.engine
@@ -133,6 +154,7 @@ def test_server_facts(any_db: TestDatabase) -> None:
     if any_db.engine == "mysql":
         assert facts.local_infile is True  # the test server allows LOAD DATA LOCAL
         assert facts.innodb_doublewrite is True
+        assert facts.extra["innodb_autoinc_lock_mode"] == 1  # MariaDB's default
         assert facts.s3_role is None  # not Aurora: the variables do not exist
         assert facts.aws_s3_installed is None
     else:

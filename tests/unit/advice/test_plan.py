@@ -11,6 +11,7 @@ from airflow_bulkload.advice.plan import (
     optimal_parallelism,
     recommend_chunk_size,
 )
+from airflow_bulkload.catalog import ServerFacts
 from tests.unit.advice.factories import GB, MB, inputs, staged, table
 
 
@@ -105,3 +106,16 @@ def test_a_partitioned_table_keeps_its_partitioned_indexes() -> None:
     plan = recommend_plan(inputs("postgres", partitioned))
     assert plan.drop_indexes is False
     assert "partitioned" in plan.rationale["drop_indexes"]
+
+
+@pytest.mark.parametrize(("mode", "expected"), [(0, 1), (1, 1), (2, 5), (None, 5)])
+def test_an_auto_increment_table_loads_alone_below_lock_mode_2(
+    mode: int | None, expected: int
+) -> None:
+    """Below innodb_autoinc_lock_mode 2 each LOAD DATA holds the table's AUTO-INC lock."""
+    server = ServerFacts("mysql", extra={} if mode is None else {"innodb_autoinc_lock_mode": mode})
+    t = table(extra={"identity_columns": ["id"]})
+    plan = recommend_plan(inputs("mysql", t, server=server, vcpus=8))
+    assert plan.parallelism == expected
+    # no AUTO_INCREMENT column: the vCPU rule
+    assert recommend_plan(inputs("mysql", server=server, vcpus=8)).parallelism == 5
