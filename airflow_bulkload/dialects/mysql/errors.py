@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_bulkload.dialects.mysql.load_sql import TOO_FEW_FIELDS_MARKER
-from airflow_bulkload.exceptions import ChunkLoadError
+from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError
 from airflow_bulkload.staging.manifest import FileFormat
 
 _QUOTED_NAME = r"(?:`(?:[^`]|``)*`|'(?:[^']|'')*')"
@@ -89,10 +89,22 @@ def warnings_error(
     )
 
 
-def _driver_error(source: str, exc: Exception, fmt: FileFormat) -> ChunkLoadError:
+#: server and client errors that say nothing about the rows: a lock wait that timed out, a
+#: deadlock, a lost or killed connection, a server shutting down. The chunk's transaction is gone
+#: either way; a retry of the task loads it (a ChunkLoadError would fail the task at once)
+TRANSIENT_ERRORS = frozenset({1053, 1205, 1213, 1927, 2006, 2013})
+
+
+def _driver_error(source: str, exc: Exception, fmt: FileFormat) -> BulkLoadError:
+    """A :class:`ChunkLoadError` for what the rows caused, a retryable error for the rest."""
     if isinstance(exc, ChunkLoadError):
         return exc
     args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+    if args and args[0] in TRANSIENT_ERRORS:
+        return BulkLoadError(
+            f"{source}: the load was interrupted, not refused: {args[-1]} (MySQL {args[0]}); "
+            "nothing of this chunk was loaded, and a retry loads it"
+        )
     if len(args) >= 2 and isinstance(args[0], int):
         warning = parse_warning(args[0], str(args[1]))
         return ChunkLoadError(

@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from MySQLdb import OperationalError
 
 from airflow_bulkload.catalog import TableRef
 from airflow_bulkload.dialects import LoadInto, dialect_for
 from airflow_bulkload.dialects.mysql import MySqlDialect
 from airflow_bulkload.dialects.mysql.ddl import parse_key_lines
-from airflow_bulkload.dialects.mysql.errors import parse_warning, warnings_error
+from airflow_bulkload.dialects.mysql.errors import _driver_error, parse_warning, warnings_error
 from airflow_bulkload.dialects.mysql.ledger import chunk_lock_name
 from airflow_bulkload.dialects.mysql.load_sql import (
     aurora_load_sql,
@@ -24,6 +25,7 @@ from airflow_bulkload.dialects.mysql.quoting import (
     string_literal,
 )
 from airflow_bulkload.exceptions import (
+    BulkLoadError,
     ChunkLoadError,
     InvalidFileFormatError,
     InvalidIdentifierError,
@@ -271,3 +273,27 @@ def test_staged_null_marker_loads_straight_into_columns() -> None:
     cols = load_columns_sql(["id", "note"], FileFormat.from_dict(STAGED_FORMAT))
     assert cols.column_list == "(`id`, `note`)"
     assert cols.set_clause == ""
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        (1205, "Lock wait timeout exceeded; try restarting transaction"),
+        (1213, "Deadlock found when trying to get lock; try restarting transaction"),
+        (2013, "Lost connection to server during query"),
+        (2006, "Server has gone away"),
+    ],
+)
+def test_an_interrupted_load_is_retried_not_failed_as_bad_input(code: int, message: str) -> None:
+    """A ChunkLoadError fails the task at once; a lock wait or a lost connection is no bad row."""
+    error = _driver_error("s3://b/c.csv.gz", OperationalError(code, message), FileFormat())
+    assert not isinstance(error, ChunkLoadError)
+    assert isinstance(error, BulkLoadError)
+    assert "s3://b/c.csv.gz" in str(error) and f"MySQL {code}" in str(error)
+
+
+def test_a_refused_row_is_still_bad_input() -> None:
+    exc = OperationalError(1366, "Incorrect integer value: 'x' for column `t`.`a` at row 3")
+    error = _driver_error("s3://b/c.csv.gz", exc, FileFormat(header=True))
+    assert isinstance(error, ChunkLoadError)
+    assert (error.line, error.column) == (4, "a")
