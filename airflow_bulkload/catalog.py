@@ -368,6 +368,9 @@ class EngineTraits:
     #: the measured optimum of load sessions per vCPU; ``None``: vCPUs - 1 (RDS PostgreSQL's
     #: guideline)
     load_sessions_per_vcpu: float | None = None
+    #: an AUTO_INCREMENT column makes each load statement hold a table lock unless the server's
+    #: ``innodb_autoinc_lock_mode`` is 2 (InnoDB)
+    autoinc_lock_per_load: bool = False
 
     @classmethod
     def of(cls, engine: str) -> EngineTraits:
@@ -402,6 +405,7 @@ MYSQL_TRAITS = EngineTraits(
     server_side_methods=("aurora_s3",),
     case_insensitive_columns=True,
     load_sessions_per_vcpu=10 / 16,  # 10 threads on 16 vCPUs measured best
+    autoinc_lock_per_load=True,
 )
 ENGINE_TRAITS = {traits.engine: traits for traits in (POSTGRES_TRAITS, MYSQL_TRAITS)}
 

@@ -142,7 +142,9 @@ def loads_take_turns(inputs: PreflightInputs) -> list[str]:
     ``innodb_lock_wait_timeout``. Empty when the lock mode is 2 or unknown.
     """
     server = inputs.server
-    mode = server.extra.get("innodb_autoinc_lock_mode") if server is not None else None
+    if not inputs.traits.autoinc_lock_per_load or server is None:
+        return []
+    mode = server.extra.get("innodb_autoinc_lock_mode")
     if not isinstance(mode, int) or mode >= 2:
         return []
     return [str(c) for c in inputs.table.extra.get("identity_columns") or []]

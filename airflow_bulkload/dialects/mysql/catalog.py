@@ -6,6 +6,7 @@ keys, and the server facts pre-flight reads.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any
 
 from airflow_bulkload.catalog import (
@@ -420,8 +421,8 @@ def server_facts_from_variables(
     extra: dict[str, Any] = (
         {"aurora_version": variables["aurora_version"]} if "aurora_version" in variables else {}
     )
-    if variables.get("innodb_autoinc_lock_mode", "").strip().isdigit():
-        extra["innodb_autoinc_lock_mode"] = int(variables["innodb_autoinc_lock_mode"])
+    with suppress(ValueError):
+        extra["innodb_autoinc_lock_mode"] = int(variables.get("innodb_autoinc_lock_mode", ""))
     return ServerFacts(
         engine=engine,
         version=version,

@@ -90,9 +90,16 @@ def warnings_error(
 
 
 #: server and client errors that say nothing about the rows: a lock wait that timed out, a
-#: deadlock, a lost or killed connection, a server shutting down. The chunk's transaction is gone
-#: either way; a retry of the task loads it (a ChunkLoadError would fail the task at once)
-TRANSIENT_ERRORS = frozenset({1053, 1205, 1213, 1927, 2006, 2013})
+#: deadlock, a lost, timed-out or killed connection or query, a server shutting down. The
+#: chunk's transaction is gone either way; a retry of the task loads it (a ChunkLoadError would
+#: fail the task at once)
+TRANSIENT_ERRORS = frozenset({1053, 1159, 1161, 1205, 1213, 1317, 1927, 2006, 2013, 2055, 4031})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a driver error is one of :data:`TRANSIENT_ERRORS` (say nothing of the rows)."""
+    args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
+    return bool(args) and isinstance(args[0], int) and args[0] in TRANSIENT_ERRORS
 
 
 def _driver_error(source: str, exc: Exception, fmt: FileFormat) -> BulkLoadError:
@@ -100,7 +107,7 @@ def _driver_error(source: str, exc: Exception, fmt: FileFormat) -> BulkLoadError
     if isinstance(exc, ChunkLoadError):
         return exc
     args: tuple[Any, ...] = tuple(getattr(exc, "args", ()))
-    if args and args[0] in TRANSIENT_ERRORS:
+    if is_transient(exc):
         return BulkLoadError(
             f"{source}: the load was interrupted, not refused: {args[-1]} (MySQL {args[0]}); "
             "nothing of this chunk was loaded, and a retry loads it"

@@ -49,7 +49,7 @@ from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 if TYPE_CHECKING:
     from airflow_bulkload.s3io import ChunkStream
 
-from airflow_bulkload.dialects.mysql.errors import _driver_error, warnings_error
+from airflow_bulkload.dialects.mysql.errors import _driver_error, is_transient, warnings_error
 from airflow_bulkload.dialects.mysql.load_sql import aurora_load_sql, local_infile_sql
 from airflow_bulkload.dialects.mysql.quoting import quote_table
 from airflow_bulkload.dialects.mysql.session import (
@@ -170,6 +170,10 @@ class MySqlLoader(MySqlSession):
             except Exception as exc:
                 load_error = exc
             writer.finish()
+            if load_error is not None and is_transient(load_error):
+                # a lost connection also stops the reading, and the writer's broken pipe would
+                # read as bad input (no retry)
+                raise _driver_error(source, load_error, file_format) from load_error
             if writer.error is not None:
                 raise writer.error
             if load_error is not None:

@@ -119,3 +119,10 @@ def test_an_auto_increment_table_loads_alone_below_lock_mode_2(
     assert plan.parallelism == expected
     # no AUTO_INCREMENT column: the vCPU rule
     assert recommend_plan(inputs("mysql", server=server, vcpus=8)).parallelism == 5
+
+
+def test_a_postgres_identity_column_is_no_autoinc_lock() -> None:
+    """The AUTO-INC lock is InnoDB's: PostgreSQL identity columns keep the vCPU rule."""
+    t = table(extra={"identity_columns": ["id"]})
+    server = ServerFacts("postgres", extra={"innodb_autoinc_lock_mode": 1})
+    assert evaluate(inputs("postgres", t, server=server, vcpus=8)).plan.parallelism == 7

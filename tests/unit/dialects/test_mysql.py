@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import re
+import time
+import types
 
 import pytest
 from MySQLdb import OperationalError
@@ -30,6 +35,7 @@ from airflow_bulkload.exceptions import (
     InvalidFileFormatError,
     InvalidIdentifierError,
 )
+from airflow_bulkload.s3io import ChunkStream
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 
 T = TableRef("events", "shop")
@@ -297,3 +303,47 @@ def test_a_refused_row_is_still_bad_input() -> None:
     error = _driver_error("s3://b/c.csv.gz", exc, FileFormat(header=True))
     assert isinstance(error, ChunkLoadError)
     assert (error.line, error.column) == (4, "a")
+
+
+def test_an_error_with_odd_arguments_is_still_named_not_a_crash() -> None:
+    assert isinstance(_driver_error("s", Exception(["x"]), FileFormat()), ChunkLoadError)
+    assert isinstance(_driver_error("s", Exception("1205"), FileFormat()), ChunkLoadError)
+
+
+def test_a_connection_lost_while_the_chunk_streams_is_retryable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The client closes the FIFO when the connection dies, so the writer's broken pipe comes
+    too: the lost connection (retry) must win over the writer's "stopped reading" (bad input)."""
+    monkeypatch.setattr(MySqlDialect, "load_columns", lambda self, conn, table: [("id", "int")])
+    monkeypatch.setattr(
+        MySqlDialect, "_keep_foreign_key_checks_if_needed", lambda self, conn, table: None
+    )
+
+    class LosingCursor:
+        def execute(self, sql: str, params: object = None) -> None:
+            match = re.search(r"INFILE '([^']+)'", sql)
+            assert match is not None
+            fd = os.open(match.group(1), os.O_RDONLY)
+            os.read(fd, 10)
+            os.close(fd)
+            time.sleep(0.3)
+            raise OperationalError(2013, "Lost connection to server during query")
+
+        def close(self) -> None:
+            pass
+
+        def __enter__(self) -> LosingCursor:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    conn = types.SimpleNamespace(cursor=LosingCursor)
+    body = b"".join(b"%d\n" % i for i in range(300_000))
+    stream = ChunkStream(io.BytesIO(body), "s3://b/k")
+    into = LoadInto(TableRef("t", "db"), None, FileFormat())
+    with pytest.raises(BulkLoadError) as info:
+        MySqlDialect().load_stream(conn, into, stream, "s3://b/k")
+    assert not isinstance(info.value, ChunkLoadError), str(info.value)
+    assert "MySQL 2013" in str(info.value)

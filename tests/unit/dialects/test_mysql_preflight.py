@@ -47,3 +47,13 @@ def test_aurora_role_variables() -> None:
         == role
     )
     assert server_facts_from_variables("8.0", {"local_infile": "OFF"}).local_infile is False
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("1", 1), (" 2 ", 2), ("0", 0), ("", None), ("abc", None), ("²", None), ("1.0", None)],
+)
+def test_autoinc_lock_mode_is_read_when_it_is_a_number(value: str, expected: int | None) -> None:
+    facts = server_facts_from_variables("10.11", {"innodb_autoinc_lock_mode": value})
+    assert facts.extra.get("innodb_autoinc_lock_mode") == expected
+    assert "innodb_autoinc_lock_mode" not in server_facts_from_variables("10.11", {}).extra
