@@ -296,11 +296,13 @@ def _loads_in_progress(example: ExampleLoad) -> list[tuple[int, int]]:
                 " AND state = 'active' AND query ILIKE 'COPY %'"
             )
         ]
+    # a load held at the gate shows the trigger's statement (the GET_LOCK) as its info
     return [
         (int(session), int(host.rpartition(":")[2]))
         for session, host in example.query(
             "SELECT id, host FROM information_schema.processlist WHERE db = DATABASE()"
-            " AND info LIKE 'LOAD DATA%'"
+            " AND (info LIKE 'LOAD DATA%%' OR info LIKE %s)",
+            (f"%GET_LOCK('{GATE_LOCK}'%",),
         )
     ]
 
