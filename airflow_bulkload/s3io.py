@@ -10,6 +10,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any, BinaryIO
 
+from airflow_bulkload.connections import aws_client
 from airflow_bulkload.exceptions import ChunkLoadError
 from airflow_bulkload.gzip_codec import GZIP_READ_ERRORS, gunzip_reader
 
@@ -181,24 +182,9 @@ class ChunkStream:
 def s3_client(aws_conn_id: str | None) -> Any:
     """A boto3 S3 client for the AWS connection, made as ``S3Hook.get_conn()`` makes it.
 
-    The hook's session (credentials, assumed role, profile), region, endpoint URL, botocore
-    config and ``verify``, all from the connection, but not the hook's user-agent tag: to name
-    its caller it walks ``inspect.stack()``, which looks up the file of every loaded module
-    (about 2,600 in a task process) and took 0.2 s of each task that reads S3, several of them
-    one after another on the way to the first loaded row.
+    Without the hook's user-agent stack walk (see :func:`~airflow_bulkload.connections.aws_client`).
     """
-    from copy import deepcopy
-
-    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
-
-    hook = S3Hook(aws_conn_id=aws_conn_id)
-    session = hook.get_session(region_name=hook.region_name)
-    return session.client(
-        "s3",
-        endpoint_url=hook.conn_config.get_service_endpoint_url(service_name="s3"),
-        config=deepcopy(hook.config),
-        verify=hook.verify,
-    )
+    return aws_client("s3", aws_conn_id)
 
 
 @contextmanager

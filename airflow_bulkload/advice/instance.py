@@ -12,6 +12,7 @@ from typing import Any
 from airflow_bulkload.advice.instance_classes import ec2_instance_type, vcpus_for_class
 from airflow_bulkload.advice.models import InstanceSummary
 from airflow_bulkload.bulk_mode.status import describe, writer_of
+from airflow_bulkload.connections import aws_client
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +35,7 @@ def read_instance(
     """
     if not db_instance_identifier and not db_cluster_identifier:
         raise ValueError("give db_instance_identifier or db_cluster_identifier")
-    from airflow.providers.amazon.aws.hooks.rds import RdsHook
-
-    rds: Any = RdsHook(aws_conn_id=aws_conn_id, region_name=region_name).conn
+    rds: Any = aws_client("rds", aws_conn_id, region_name)
     cluster: dict[str, Any] | None = None
     if db_cluster_identifier:
         cluster = describe(rds, "cluster", db_cluster_identifier)
@@ -140,13 +139,10 @@ def _vcpus(
     ec2_type = ec2_instance_type(instance_class)
     if ec2_type is None:
         return None
-    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        ec2: Any = AwsBaseHook(
-            aws_conn_id=aws_conn_id, client_type="ec2", region_name=region_name
-        ).get_conn()
+        ec2: Any = aws_client("ec2", aws_conn_id, region_name)
         types = ec2.describe_instance_types(InstanceTypes=[ec2_type])["InstanceTypes"]
     except (ClientError, BotoCoreError) as exc:
         log.warning("could not look up vCPUs of %s: %s", instance_class, exc)

@@ -38,6 +38,7 @@ from airflow_bulkload.bulk_mode.status import (
     writer_of,
 )
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
+from airflow_bulkload.connections import aws_client
 from airflow_bulkload.exceptions import BulkModeRefusedError, BulkModeStateError
 
 log = logging.getLogger(__name__)
@@ -79,11 +80,7 @@ class RdsBulkModeBackend:
 
     @cached_property
     def client(self) -> Any:
-        from airflow.providers.amazon.aws.hooks.rds import RdsHook
-
-        return RdsHook(
-            aws_conn_id=self.target.aws_conn_id, region_name=self.target.region_name
-        ).conn
+        return aws_client("rds", self.target.aws_conn_id, self.target.region_name)
 
     @cached_property
     def db_groups(self) -> GroupApi:
