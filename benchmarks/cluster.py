@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -377,7 +378,12 @@ def start_cluster(
     preload: bool = True,
     scheduler_idle_sleep: float = DEFAULT_SCHEDULER_IDLE_SLEEP,
 ) -> BenchCluster:
-    """A started cluster (the caller stops it); fails with the services' logs."""
+    """A started cluster (the caller stops it); fails with the services' logs.
+
+    ``workdir`` is made anew: an Airflow home left by an earlier run with the same ``--work``
+    holds its DAG runs, whose run ids the new runs would repeat.
+    """
+    shutil.rmtree(workdir, ignore_errors=True)
     cluster = BenchCluster(
         workdir,
         base_env,
