@@ -2,8 +2,8 @@
 
 ::
 
-    stage [─► stage_group x N (mapped) ─► collect_staging, with stage_group_size]
-          ─► preflight ─► claim_table (and withdraw superseded chunks)
+    stage [─► stage_group x N (mapped), for input above stage_group_size]
+          ─► preflight (after groups, first the input's manifest from theirs) ─► claim_table (and withdraw superseded chunks)
           ─► enter_bulk_mode (setup) and prepare_table (setup), side by side
           ─► load x N (mapped, a batch of chunks each) ─► finalize_table (and CHECKPOINT)
           ─► report, restore_table (teardown) and exit_bulk_mode (teardown), side by side
@@ -52,6 +52,7 @@ from airflow_bulkload.operators import (
 )
 from airflow_bulkload.operators.bulk_mode import RenewBulkModeLease
 from airflow_bulkload.operators.report import record_end, record_start
+from airflow_bulkload.operators.stage_groups import DEFAULT_GROUP_SIZE
 from airflow_bulkload.pipeline_args import (
     AUTO,
     CHUNK_MAP_INDEX,
@@ -112,7 +113,7 @@ def bulk_load_table(
     load_kwargs: dict[str, Any] | None = None,
     finalize_kwargs: dict[str, Any] | None = None,
     deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-    stage_group_size: str | int | None = None,
+    stage_group_size: str | int | None = DEFAULT_GROUP_SIZE,
     wait_for_input: timedelta | None = None,
     dry_run: bool = False,
     mode: str = APPEND,
@@ -204,11 +205,16 @@ def bulk_load_table(
     :param finalize_kwargs: the same for ``finalize_table``, e.g. ``{"maintenance_work_mem":
         "256MB"}`` (per index build; see docs/performance.md) or ``{"parallelism": 1}`` to
         override the pre-flight plan's index-build sessions.
-    :param stage_group_size: e.g. ``"4GB"``: an input that needs staging and is larger than
-        this (uncompressed, estimated) is staged by one mapped ``stage_group`` task per group of
-        files of at most this size, then ``collect_staging``, so no task's temp disk follows the
-        whole input (see ``PlanStagingOperator``). ``None`` (default): one ``stage`` task stages
-        the whole input, and the group has two tasks fewer.
+    :param stage_group_size: an input that needs staging and is larger than this
+        (uncompressed, estimated; default ``"4GB"``) is staged by one mapped ``stage_group``
+        task per group of files of at most this size, and ``preflight`` first writes the
+        input's manifest from the groups' (a ``collect_staging`` task does, where the loads map
+        over chunks: ``load_batch_size=None`` or a dry run), so no task's temp disk or time
+        follows the whole input (see ``PlanStagingOperator``; each group is sorted on its own,
+        unless the input is declared ``"presorted"``). A smaller input is staged by the
+        ``stage`` task itself (as is input loaded as stored), and ``stage_group`` is skipped
+        without starting (one scheduler pass, no task launch). ``None``: one ``stage`` task stages the whole
+        input, however large, in one key order, on one worker's disk.
     :param deferrable: the long waits (the table claim held by another load, a free load slot,
         an RDS parameter change) run in the triggerer and hold no worker slot; needs a running
         ``airflow triggerer``. Default: ``[operators] default_deferrable``.
@@ -271,7 +277,7 @@ def bulk_load_table(
             stage_kwargs,
             "stage_kwargs",
         )
-        stage, chunks, manifest_uri, staging_tasks = add_staging(
+        front = add_staging(
             source=source,
             staging=staging,
             table=table,
@@ -283,7 +289,11 @@ def bulk_load_table(
             retries=load_retries,
             retry_delay=load_retry_delay,
             timing=timing,
+            # pre-flight deals the load batches from the manifest; without batches (or in a
+            # dry run) the load tasks map over the staging front's chunk list
+            chunks_from_manifest=load_batch_size is not None and not dry_run,
         )
+        stage, manifest_uri, staging_tasks = front.stage, front.manifest_uri, front.tasks
         # what every task after staging is given: the table, its connections, the manifest
         staged: dict[str, Any] = {
             "table": table,
@@ -306,9 +316,12 @@ def bulk_load_table(
             bulk_mode=bulk_mode != "off",
             fail_on=fail_on,
             load_batch_size=None if dry_run else load_batch_size,
+            staging_groups=front.groups,  # type: ignore[arg-type]  # an XComArg, or None
+            trigger_rule=front.next_trigger_rule,
             **moded,
             **timing,
         )
+        front.last >> preflight
         if dry_run:  # each chunk through the engine's parser into a scratch copy; nothing kept
             trial = LoadChunkOperator.partial(
                 task_id="load",
@@ -320,7 +333,7 @@ def bulk_load_table(
                     load_kwargs,
                     "load_kwargs",
                 ),
-            ).expand(chunk=chunks)
+            ).expand(chunk=front.chunk_list)
             stage >> preflight >> trial
             trial >> LoadReportOperator(
                 task_id="report",
@@ -382,7 +395,7 @@ def bulk_load_table(
                 load_kwargs,
                 "load_kwargs",
             ),
-        ).expand(chunk=chunks if load_batch_size is None else preflight.load_batches())
+        ).expand(chunk=front.chunk_list if load_batch_size is None else preflight.load_batches())
         # a literal setting is checked now, not after the load (a template only renders then)
         check_finalize_extra(finalize_kwargs)
         finalize = FinalizeTableOperator(

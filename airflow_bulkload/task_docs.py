@@ -16,9 +16,9 @@ TASK_DOCS: dict[str, str] = {
     "stage": (
         "**Stage / plan the input.** Lists the input objects and writes the load's chunks and "
         "manifest: chunks that point at the source objects themselves (direct loads), or "
-        "rewritten chunks under the staging prefix. With `stage_group_size` it plans groups "
-        "instead. Changes nothing in the database. A re-run of the same input reuses the "
-        "manifest."
+        "rewritten chunks under the staging prefix. An input that needs rewriting and is larger "
+        "than `stage_group_size` (default 4 GB) it plans as groups instead. Changes nothing in "
+        "the database. A re-run of the same input reuses the manifest."
     ),
     "stage_group": (
         "**Stage one group of input objects** into sorted/normalised chunks under the staging "
@@ -29,7 +29,8 @@ TASK_DOCS: dict[str, str] = {
         "**Collect the staged groups** into the input's one manifest (each chunk once)."
     ),
     "preflight": (
-        "**Pre-flight advice** from the table, the server and the input: primary key, "
+        "**Pre-flight advice** from the table, the server and the input (after staging in "
+        "groups, it first writes the input's manifest from the groups'): primary key, "
         "secondary indexes, foreign keys, storage, parallelism. Warnings are in the log; a "
         "finding at the `fail_on` level fails the run before anything changes."
     ),

@@ -499,6 +499,16 @@ def noop():
 
 
 @task
+def plan():
+    return []  # an input below stage_group_size: no groups to stage
+
+
+@task
+def stage_group(group):
+    return group
+
+
+@task(trigger_rule="none_failed_min_one_success")  # after the skipped stage_group
 def preflight():
     return list(range({chunks}))  # one batch of chunks per load task
 
@@ -511,14 +521,15 @@ def load(chunk):
 with DAG(
     dag_id={dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")
 ) as dag:
-    staged = noop.override(task_id="stage")()
+    staged = plan.override(task_id="stage")()
+    groups = stage_group.expand(group=staged)  # maps to nothing: skipped, never started
     batches = preflight()
     claim = noop.override(task_id="claim_table")()
     setup = [noop.override(task_id=name)() for name in {setup!r}]
     loads = load.expand(chunk=batches)
     finalize = noop.override(task_id="finalize_table")()
     after = [noop.override(task_id=n, trigger_rule="all_done")() for n in {after!r}]
-    chain(staged, batches, claim, setup, loads, finalize, after)
+    chain(staged, groups, batches, claim, setup, loads, finalize, after)
 """
 #: the pipeline's tasks that run side by side after the claim, and after finalize_table
 FLOOR_SETUP_TASKS = ("enter_bulk_mode", "prepare_table")

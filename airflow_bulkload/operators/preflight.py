@@ -24,9 +24,10 @@ from airflow_bulkload.modes import parse_mode, parse_mode_arguments
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.s3io import s3_client
+from airflow_bulkload.staging.groups import collect_groups
 from airflow_bulkload.staging.load_batches import deal_chunks
 from airflow_bulkload.staging.manifest import Manifest, read_manifest
-from airflow_bulkload.staging.planning import parse_size_argument
+from airflow_bulkload.staging.planning import StagingGroup, parse_size_argument
 
 #: the plan's knobs that the task also pushes one by one, each under :func:`plan_xcom_key`
 PLAN_KNOBS = ("parallelism", "drop_indexes", "sort", "chunk_size", "index_build_parallelism")
@@ -63,6 +64,11 @@ class PreflightCheckOperator(TableTaskOperator):
     :param aws_conn_id: AWS connection for the manifest in S3 and the RDS API.
     :param manifest: the staged input: an ``s3://.../manifest.json`` URI, a manifest dict, or the
         staging task's list of chunk dicts. Optional.
+    :param staging_groups: the groups :class:`~airflow_bulkload.operators.stage_groups.
+        PlanStagingOperator` returned (templated): when there are any, this task first writes the
+        input's manifest (``manifest``, the plan task's ``manifest_uri``) from the groups' own, as
+        ``CollectStagingOperator`` does, so the pipeline needs no task for it. Empty or ``None``:
+        the manifest is read as it is.
     :param input_bytes: an estimate of the input size (stored bytes) when nothing is staged yet.
     :param input_rows: an estimate of the input's row count, with ``input_bytes``.
     :param sorted_by: the columns the input is known to be sorted by (with ``input_bytes``).
@@ -102,6 +108,7 @@ class PreflightCheckOperator(TableTaskOperator):
         "table",
         "conn_id",
         "manifest",
+        "staging_groups",
         "input_bytes",
         "input_rows",
         "sorted_by",
@@ -129,6 +136,7 @@ class PreflightCheckOperator(TableTaskOperator):
         conn_id: str,
         aws_conn_id: str | None = "aws_default",
         manifest: str | Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        staging_groups: Sequence[dict[str, Any]] | None = None,
         input_bytes: int | str | None = None,
         input_rows: int | str | None = None,
         sorted_by: Sequence[str] | None = None,
@@ -156,6 +164,7 @@ class PreflightCheckOperator(TableTaskOperator):
         self.upsert_keys = upsert_keys
         self.load_batch_size = load_batch_size
         self.manifest = manifest
+        self.staging_groups = staging_groups
         self.input_bytes = input_bytes
         self.input_rows = input_rows
         self.sorted_by = sorted_by
@@ -299,7 +308,33 @@ class PreflightCheckOperator(TableTaskOperator):
         if not self.manifest:
             return None
         if isinstance(self.manifest, str):
-            return read_manifest(s3_client(self.aws_conn_id), self.manifest, required=True)
+            s3 = s3_client(self.aws_conn_id)
+            if self.staging_groups:
+                if isinstance(self.staging_groups, str) or not all(
+                    isinstance(group, Mapping) for group in self.staging_groups
+                ):
+                    raise ValueError(
+                        f"{self.task_id}: staging_groups must be the plan task's list of group "
+                        f"dicts (its output, or a template rendered as a native object), got "
+                        f"{type(self.staging_groups).__name__}"
+                    )
+                collects_to = StagingGroup.from_dict(self.staging_groups[0]).manifest_uri
+                if collects_to != self.manifest:
+                    raise ValueError(
+                        f"{self.task_id}: the staging groups make the manifest {collects_to}, "
+                        f"not the one given ({self.manifest})"
+                    )
+                # the load tasks map over load batches, not chunks: no bound on the chunk count
+                manifest = collect_groups(self.staging_groups, s3=s3)
+                self.log.info(
+                    "collected %d staging group(s) into %s: %d chunk(s), %d rows",
+                    len(self.staging_groups),
+                    self.manifest,
+                    len(manifest.chunks),
+                    manifest.total_rows,
+                )
+                return manifest
+            return read_manifest(s3, self.manifest, required=True)
         return self.manifest
 
     def _input_summary(self, manifest: ManifestInput) -> InputSummary | None:

@@ -54,7 +54,9 @@ def aws_conn_id(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 @pytest.mark.parametrize("region_name", [None, "ap-south-1"])
-def test_an_rds_client_has_the_rds_hooks_settings(aws_conn_id: str, region_name: str | None) -> None:
+def test_an_rds_client_has_the_rds_hooks_settings(
+    aws_conn_id: str, region_name: str | None
+) -> None:
     from airflow.providers.amazon.aws.hooks.rds import RdsHook
 
     ours = _client_settings(aws_client("rds", aws_conn_id, region_name))

@@ -228,7 +228,7 @@ def test_every_generated_task_says_what_it_does_and_a_dag_authors_doc_wins(
     assert docs.pop("load") == "ours"
     assert all(docs.values()), [name for name, doc in docs.items() if not doc]
     if stage_group_size:
-        assert {"stage_group", "collect_staging"} <= set(docs)
+        assert "stage_group" in docs  # pre-flight collects the groups: no collect_staging task
 
 
 def test_a_wait_for_input_sensor_runs_before_staging_on_the_inputs_keys() -> None:
@@ -279,7 +279,7 @@ def test_loads_map_over_preflights_batches_unless_told_one_task_per_chunk() -> N
     per_chunk = pipeline(load_batch_size=None)
     assert per_chunk.get_task("load_public_t.preflight").load_batch_size is None  # type: ignore[attr-defined]
     [(_, mapped_over)] = per_chunk.get_task("load_public_t.load").expand_input.value.items()  # type: ignore[attr-defined]
-    assert mapped_over.operator.task_id == "load_public_t.stage"
+    assert mapped_over.operator.task_id == "load_public_t.collect_staging"
 
 
 @pytest.mark.parametrize("size", ["0", "lots", True])
@@ -342,3 +342,39 @@ def test_steps_without_a_task_of_their_own_run_inside_their_neighbours() -> None
     assert "load_public_t.restore_table" in finalize.downstream_task_ids
     assert "claim_table" in report.stage_task_ids  # type: ignore[attr-defined]
     assert "checkpoint" not in report.stage_task_ids  # type: ignore[attr-defined]
+
+
+def test_by_default_large_input_is_staged_in_groups_and_preflight_collects_them() -> None:
+    dag = pipeline()
+    stage = dag.get_task("load_public_t.stage")
+    preflight = dag.get_task("load_public_t.preflight")
+    assert stage.group_size == "4GB"  # type: ignore[attr-defined]
+    names = {task.task_id.rpartition(".")[2] for task in dag.tasks}
+    assert "collect_staging" not in names  # pre-flight writes the input's manifest itself
+    # no groups maps no stage_group task, which is skipped: pre-flight runs on the plan task's
+    # manifest; a failed stage_group, or a skipped stage, stops it
+    assert preflight.trigger_rule == "none_failed_min_one_success"
+    assert {"load_public_t.stage", "load_public_t.stage_group"} <= preflight.upstream_task_ids
+    assert preflight.staging_groups.operator is stage  # type: ignore[attr-defined]
+    assert preflight.manifest.operator is stage  # type: ignore[attr-defined]
+    assert dag.get_task("load_public_t.report").manifest.operator is stage  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("arguments", [{"load_batch_size": None}, {"dry_run": True}])
+def test_loads_that_map_over_the_staged_chunk_list_always_collect_it(
+    arguments: dict[str, Any],
+) -> None:
+    dag = pipeline(**arguments)
+    collect = dag.get_task("load_public_t.collect_staging")
+    assert collect.trigger_rule == "none_failed"  # runs after a skipped stage_group
+    preflight = dag.get_task("load_public_t.preflight")
+    assert preflight.trigger_rule == "all_success"
+    assert preflight.staging_groups is None  # type: ignore[attr-defined]
+    assert "load_public_t.collect_staging" in dag.get_task("load_public_t.load").upstream_task_ids
+
+
+def test_without_stage_groups_one_stage_task_stages_everything() -> None:
+    dag = pipeline(stage_group_size=None)
+    names = {task.task_id.rpartition(".")[2] for task in dag.tasks}
+    assert not {"stage_group", "collect_staging"} & names
+    assert dag.get_task("load_public_t.preflight").trigger_rule == "all_success"

@@ -92,3 +92,11 @@ def test_load_batch_size_that_is_no_size_is_refused(size: object) -> None:
 def test_load_batches_without_load_batch_size_is_a_wiring_error() -> None:
     with pytest.raises(ValueError, match="needs load_batch_size"):
         _op().load_batches()
+
+
+@pytest.mark.parametrize("groups", ["[{'index': 0}]", ["group 0"]])
+def test_staging_groups_that_are_not_the_plans_group_dicts_are_refused(groups: object) -> None:
+    """A Jinja template renders text unless the DAG renders native objects: say so, read nothing."""
+    op = _op(manifest="s3://b/staging/manifest.json", staging_groups=groups, aws_conn_id=None)
+    with pytest.raises(ValueError, match="staging_groups must be the plan task's list"):
+        op._read_manifest()
