@@ -41,7 +41,7 @@ def notes(first: int, last: int, header: str | None = "id,note") -> str:
     )
 
 
-def stage_grouped(
+def stage_groups(
     s3: Any,
     bucket: str,
     source: str,
@@ -50,8 +50,8 @@ def stage_grouped(
     group_bytes: int = 1,
     resources: Resources | None = None,
     **options: Any,
-) -> Staged:
-    """What the pipeline's stage -> stage_group x N -> collect_staging does."""
+) -> Any:
+    """What the pipeline's stage -> stage_group x N does; returns the plan (``StagingPlan``)."""
     defaults: dict[str, Any] = {
         "file_format": FileFormat(header=True),
         "chunk_size": 1000,
@@ -68,10 +68,16 @@ def stage_grouped(
         resources=resources,
         group_bytes=group_bytes,
     )
-    if plan.manifest is not None:
-        return Staged(plan.manifest_uri, plan.manifest, 0)
     for group in plan.groups:
         stage_group(group.to_dict(), s3=s3, resources=resources)
+    return plan
+
+
+def stage_grouped(s3: Any, bucket: str, source: str, **arguments: Any) -> Staged:
+    """What the pipeline's stage -> stage_group x N -> collect_staging does."""
+    plan = stage_groups(s3, bucket, source, **arguments)
+    if plan.manifest is not None:
+        return Staged(plan.manifest_uri, plan.manifest, 0)
     manifest = collect_groups([g.to_dict() for g in plan.groups], s3=s3)
     return Staged(plan.manifest_uri, manifest, len(plan.groups))
 

@@ -22,13 +22,15 @@ def _client_settings(client: Any) -> dict[str, object]:
         "connect_timeout": config.connect_timeout,
         "read_timeout": config.read_timeout,
         "retries": config.retries,
+        "s3": config.s3,
         "verify": client._endpoint.http_session._verify,
     }
 
 
 @pytest.fixture
 def aws_conn_id(monkeypatch: pytest.MonkeyPatch) -> str:
-    """A connection with a region, timeouts, retries, ``verify`` off and an RDS endpoint."""
+    """A connection with a region, timeouts, retries, S3 addressing, ``verify`` off and S3 and
+    RDS endpoints."""
     conn_id = unique_name("bl_aws")
     monkeypatch.setenv(
         f"AIRFLOW_CONN_{conn_id.upper()}",
@@ -44,8 +46,12 @@ def aws_conn_id(monkeypatch: pytest.MonkeyPatch) -> str:
                         "connect_timeout": 3,
                         "read_timeout": 17,
                         "retries": {"max_attempts": 7, "mode": "standard"},
+                        "s3": {"addressing_style": "path"},
                     },
-                    "service_config": {"rds": {"endpoint_url": "http://127.0.0.1:9"}},
+                    "service_config": {
+                        "rds": {"endpoint_url": "http://127.0.0.1:9"},
+                        "s3": {"endpoint_url": "http://127.0.0.1:8"},
+                    },
                 },
             }
         ),
@@ -64,6 +70,18 @@ def test_an_rds_client_has_the_rds_hooks_settings(
     assert ours["endpoint_url"] == "http://127.0.0.1:9"
     assert ours["region_name"] == (region_name or "eu-west-1")
     assert ours["read_timeout"] == 17
+    assert ours["verify"] is False
+
+
+def test_an_s3_client_has_the_s3_hooks_settings(aws_conn_id: str) -> None:
+    from airflow.providers.amazon.aws.hooks.s3 import S3Hook
+
+    from airflow_bulkload.s3io import s3_client
+
+    ours = _client_settings(s3_client(aws_conn_id))
+    assert ours == _client_settings(S3Hook(aws_conn_id=aws_conn_id).get_conn())
+    assert ours["endpoint_url"] == "http://127.0.0.1:8"
+    assert ours["s3"] == {"addressing_style": "path"}
     assert ours["verify"] is False
 
 

@@ -167,28 +167,15 @@ def test_preflight_collects_staging_groups_into_the_manifest_it_plans_from(
 ) -> None:
     """The pipeline has no collect_staging task: pre-flight writes the input's manifest from the
     groups' (once, as collect_staging would) and deals its chunks into load batches."""
-    from airflow_bulkload.staging.groups import stage_group
-    from airflow_bulkload.staging.manifest import FileFormat, read_manifest
-    from airflow_bulkload.staging.stager import StagingOptions, stage
+    from airflow_bulkload.staging.manifest import read_manifest
+    from tests.integration.test_hostile_mapped import notes, put, stage_groups
 
     pg_db.query("CREATE TABLE notes (id int PRIMARY KEY, note text)")
     s3 = moto_server.client("s3")
     for part in range(3):
-        rows = "".join(f"{i},note {i}\n" for i in range(part * 100, part * 100 + 100))
-        s3.put_object(Bucket=s3_bucket, Key=f"in/part-{part}.csv", Body=f"id,note\n{rows}".encode())
-    plan = stage(
-        f"s3://{s3_bucket}/in/",
-        s3=s3,
-        staging_uri=f"s3://{s3_bucket}/staging",
-        dag_id="nightly",
-        table="notes",
-        run="2026-11-28",
-        options=StagingOptions(file_format=FileFormat(header=True), chunk_size=1000),
-        group_bytes=1,
-    )
+        put(s3, s3_bucket, f"in/part-{part}.csv", notes(part * 100, part * 100 + 99))
+    plan = stage_groups(s3, s3_bucket, f"s3://{s3_bucket}/in/")
     assert len(plan.groups) == 3 and plan.manifest is None
-    for group in plan.groups:
-        stage_group(group.to_dict(), s3=s3)
     assert read_manifest(s3, plan.manifest_uri) is None  # nothing collected yet
     groups = [group.to_dict() for group in plan.groups]
     common = {"table": "public.notes", "conn_id": pg_db.conn_id, "staging_groups": groups}
