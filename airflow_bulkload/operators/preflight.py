@@ -22,12 +22,13 @@ from airflow_bulkload.exceptions import PreflightFailedError
 from airflow_bulkload.hooks.load_modes import LoadModesHook
 from airflow_bulkload.modes import parse_mode, parse_mode_arguments
 from airflow_bulkload.operators.base import TableTaskOperator
+from airflow_bulkload.operators.stage import _max_map_length
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.s3io import s3_client
-from airflow_bulkload.staging.groups import collect_groups
+from airflow_bulkload.staging.groups import collected_manifest
 from airflow_bulkload.staging.load_batches import deal_chunks
-from airflow_bulkload.staging.manifest import Manifest, read_manifest
-from airflow_bulkload.staging.planning import StagingGroup, parse_size_argument
+from airflow_bulkload.staging.manifest import Manifest
+from airflow_bulkload.staging.planning import parse_size_argument
 
 #: the plan's knobs that the task also pushes one by one, each under :func:`plan_xcom_key`
 PLAN_KNOBS = ("parallelism", "drop_indexes", "sort", "chunk_size", "index_build_parallelism")
@@ -305,27 +306,22 @@ class PreflightCheckOperator(TableTaskOperator):
 
     # -- inputs -----------------------------------------------------------------------------------
     def _read_manifest(self) -> ManifestInput:
+        if self.staging_groups and not isinstance(self.manifest, str):
+            raise ValueError(
+                f"{self.task_id}: staging_groups need the manifest's S3 URI (the plan task's "
+                f"manifest_uri) to write the input's manifest to, got {self.manifest!r}"
+            )
         if not self.manifest:
             return None
         if isinstance(self.manifest, str):
-            s3 = s3_client(self.aws_conn_id)
+            manifest = collected_manifest(
+                self.staging_groups,
+                self.manifest,
+                s3=s3_client(self.aws_conn_id),
+                # load batches are few; one load task per chunk is bounded as Airflow maps
+                max_map_length=None if self._load_batch_bytes() else _max_map_length(),
+            )
             if self.staging_groups:
-                if isinstance(self.staging_groups, str) or not all(
-                    isinstance(group, Mapping) for group in self.staging_groups
-                ):
-                    raise ValueError(
-                        f"{self.task_id}: staging_groups must be the plan task's list of group "
-                        f"dicts (its output, or a template rendered as a native object), got "
-                        f"{type(self.staging_groups).__name__}"
-                    )
-                collects_to = StagingGroup.from_dict(self.staging_groups[0]).manifest_uri
-                if collects_to != self.manifest:
-                    raise ValueError(
-                        f"{self.task_id}: the staging groups make the manifest {collects_to}, "
-                        f"not the one given ({self.manifest})"
-                    )
-                # the load tasks map over load batches, not chunks: no bound on the chunk count
-                manifest = collect_groups(self.staging_groups, s3=s3)
                 self.log.info(
                     "collected %d staging group(s) into %s: %d chunk(s), %d rows",
                     len(self.staging_groups),
@@ -333,8 +329,7 @@ class PreflightCheckOperator(TableTaskOperator):
                     len(manifest.chunks),
                     manifest.total_rows,
                 )
-                return manifest
-            return read_manifest(s3, self.manifest, required=True)
+            return manifest
         return self.manifest
 
     def _input_summary(self, manifest: ManifestInput) -> InputSummary | None:

@@ -31,8 +31,7 @@ from airflow_bulkload.operators.stage import (
     work_owner,
 )
 from airflow_bulkload.s3io import s3_client
-from airflow_bulkload.staging.groups import collect_groups, stage_group
-from airflow_bulkload.staging.manifest import read_manifest
+from airflow_bulkload.staging.groups import collected_manifest, stage_group
 from airflow_bulkload.staging.planning import parse_size
 
 DEFAULT_GROUP_SIZE = "4GB"
@@ -149,10 +148,11 @@ class CollectStagingOperator(BaseOperator):
         self.aws_conn_id = aws_conn_id
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
-        s3 = s3_client(self.aws_conn_id)
-        if self.groups:
-            manifest = collect_groups(self.groups, s3=s3, max_map_length=_max_map_length())
-        else:
-            manifest = read_manifest(s3, self.manifest, required=True)
+        manifest = collected_manifest(
+            self.groups,
+            self.manifest,
+            s3=s3_client(self.aws_conn_id),
+            max_map_length=_max_map_length(),
+        )
         context["ti"].xcom_push(key=MANIFEST_URI_XCOM_KEY, value=self.manifest)
         return [chunk.to_dict() for chunk in manifest.chunks]

@@ -139,3 +139,33 @@ def collect_groups(
         manifest_uri,
     )
     return manifest
+
+
+def collected_manifest(
+    groups: Sequence[StagingGroup | dict[str, Any]] | None,
+    manifest_uri: str,
+    *,
+    s3: Any,
+    max_map_length: int | None = None,
+) -> Manifest:
+    """The input's manifest at ``manifest_uri``, written from ``groups`` first where there are any.
+
+    With groups it is :func:`collect_groups`; without, the manifest the plan task wrote is read.
+    ``groups`` must be the plan task's list of groups (``StagingGroup`` dicts): a template that
+    rendered as text, or groups that write another manifest than ``manifest_uri``, are refused
+    (``ValueError``) before anything is read or written.
+    """
+    if not groups:
+        return read_manifest(s3, manifest_uri, required=True)
+    if isinstance(groups, str) or not all(isinstance(g, StagingGroup | dict) for g in groups):
+        raise ValueError(
+            "the staging groups must be the plan task's list of group dicts (its output, or a "
+            f"template rendered as a native object), got {type(groups).__name__}"
+        )
+    collects_to = StagingGroup.from_dict(groups[0]).manifest_uri
+    if collects_to != manifest_uri:
+        raise ValueError(
+            f"the staging groups make the manifest {collects_to}, not the one given "
+            f"({manifest_uri})"
+        )
+    return collect_groups(groups, s3=s3, max_map_length=max_map_length)

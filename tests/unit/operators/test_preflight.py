@@ -98,5 +98,12 @@ def test_load_batches_without_load_batch_size_is_a_wiring_error() -> None:
 def test_staging_groups_that_are_not_the_plans_group_dicts_are_refused(groups: object) -> None:
     """A Jinja template renders text unless the DAG renders native objects: say so, read nothing."""
     op = _op(manifest="s3://b/staging/manifest.json", staging_groups=groups, aws_conn_id=None)
-    with pytest.raises(ValueError, match="staging_groups must be the plan task's list"):
+    with pytest.raises(ValueError, match="staging groups must be the plan task's list"):
+        op._read_manifest()
+
+
+@pytest.mark.parametrize("manifest", [None, {"chunks": []}])
+def test_staging_groups_without_a_manifest_uri_to_write_are_refused(manifest: object) -> None:
+    op = _op(manifest=manifest, staging_groups=[{"index": 0}], aws_conn_id=None)
+    with pytest.raises(ValueError, match="staging_groups need the manifest's S3 URI"):
         op._read_manifest()
