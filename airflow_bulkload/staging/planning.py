@@ -245,19 +245,37 @@ def plan_groups(sources: Sequence[SourceFile], group_bytes: int) -> list[list[So
     """Cut the input, in listing order, into groups of at most ``group_bytes`` (estimated raw).
 
     Each group is staged by a task of its own, so a task's temp disk follows its group, not the
-    whole input. An object larger than ``group_bytes`` is a group by itself.
+    whole input. An object larger than ``group_bytes`` is a group by itself. The groups are as
+    few as cuts at ``group_bytes`` make, and the largest of them as small as listing order allows:
+    eight parts of 538 MB in groups of 4 GB made seven parts and one (one task staged 79 s, the
+    other 19 s); now four and four.
     """
     if group_bytes < 1:
         raise ValueError(f"group size must be positive, got {group_bytes}")
-    groups: list[list[SourceFile]] = []
-    current: list[SourceFile] = []
+    sizes = [estimate_raw_bytes([source]) for source in sources]
+    count = len(_cut_in_order(sizes, group_bytes))
+    # the smallest bound that still cuts as few groups: the largest group as small as it can be
+    high = group_bytes
+    low = min(high, max(1, math.ceil(sum(sizes) / max(count, 1))))
+    while low < high:
+        middle = (low + high) // 2
+        if len(_cut_in_order(sizes, middle)) <= count:
+            high = middle
+        else:
+            low = middle + 1
+    return [[sources[i] for i in group] for group in _cut_in_order(sizes, low)]
+
+
+def _cut_in_order(sizes: Sequence[int], bound: int) -> list[list[int]]:
+    """Indexes of ``sizes`` in groups of at most ``bound``, in order (a larger one alone)."""
+    groups: list[list[int]] = []
+    current: list[int] = []
     size = 0
-    for source in sources:
-        raw = estimate_raw_bytes([source])
-        if current and size + raw > group_bytes:
+    for index, raw in enumerate(sizes):
+        if current and size + raw > bound:
             groups.append(current)
             current, size = [], 0
-        current.append(source)
+        current.append(index)
         size += raw
     if current:
         groups.append(current)
@@ -283,7 +301,14 @@ class StagingGroup:
 
     @property
     def group_fingerprint(self) -> str:
-        return f"{self.fingerprint}/group-{self.index:05d}"
+        """The input's fingerprint, the group's number and its files, as its manifest records.
+
+        A group staged under another cut of the same input (a plan of an earlier release) is
+        so staged again, never taken for this one.
+        """
+        members = [asdict(source) for source in self.sources]
+        digest = hashlib.sha256(json.dumps(members, sort_keys=True).encode("utf-8")).hexdigest()
+        return f"{self.fingerprint}/group-{self.index:05d}/{digest[:16]}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

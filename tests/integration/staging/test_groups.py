@@ -228,3 +228,49 @@ def test_an_input_larger_than_a_tasks_temp_disk_stages_in_groups(
     manifest = collect_groups(plan.groups, s3=s3)
     assert Counter(_rows(s3, manifest.chunks)) == Counter(written)
     assert list(small_disk.iterdir()) in ([], [small_disk / "bulkload-staging"])
+
+
+def test_plan_groups_cuts_as_few_groups_as_even_as_listing_order_allows() -> None:
+    """Eight parts of 538 MB in groups of 4 GB made seven parts and one: one staging task did
+    almost all of the work (79 s against 19 s at 50 M rows)."""
+    from airflow_bulkload.staging.planning import SourceFile
+
+    def cut(sizes: list[int], bound: int) -> list[list[int]]:
+        files = [SourceFile(f"s3://b/{n}.csv", size, "e") for n, size in enumerate(sizes)]
+        return [[f.size for f in group] for group in plan_groups(files, bound)]
+
+    assert cut([538] * 8, 4000) == [[538] * 4, [538] * 4]
+    assert cut([3000, 500, 500, 500], 2500) == [[3000], [500, 500, 500]]
+    # never more groups, and none larger than the bound (unless one file alone is)
+    import random
+
+    rng = random.Random(7)
+    for _ in range(300):
+        sizes = [rng.randint(1, 60) for _ in range(rng.randint(1, 25))]
+        bound = rng.randint(1, 120)
+        greedy: list[list[int]] = [[]]
+        for size in sizes:
+            if greedy[-1] and sum(greedy[-1]) + size > bound:
+                greedy.append([])
+            greedy[-1].append(size)
+        groups = cut(sizes, bound)
+        assert [s for g in groups for s in g] == sizes
+        assert len(groups) == len(greedy)
+        assert all(sum(g) <= bound or len(g) == 1 for g in groups)
+        assert max(map(sum, groups)) <= max(map(sum, greedy))
+
+
+def test_a_group_staged_under_another_cut_of_the_same_input_is_not_taken_for_this_one() -> None:
+    from airflow_bulkload.staging.planning import SourceFile
+
+    files = [SourceFile(f"s3://b/{n}.csv", 10, "e") for n in range(4)]
+    common = {
+        "index": 0,
+        "prefix": "s3://b/s/group-00000-",
+        "manifest_uri": "m",
+        "fingerprint": "fp",
+    }
+    seven = StagingGroup(sources=files[:3], options={}, **common)  # type: ignore[arg-type]
+    four = StagingGroup(sources=files[:2], options={}, **common)  # type: ignore[arg-type]
+    assert seven.group_fingerprint != four.group_fingerprint
+    assert StagingGroup.from_dict(four.to_dict()).group_fingerprint == four.group_fingerprint
