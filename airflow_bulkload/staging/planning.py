@@ -241,6 +241,20 @@ def fit_chunk_size(
     )
 
 
+#: how :func:`plan_groups` cuts, part of a grouped input's fingerprint (:func:`grouping_options`)
+GROUP_CUT = "even-in-order"
+
+
+def grouping_options(group_bytes: int | None) -> dict[str, Any]:
+    """What a grouped input's fingerprint adds to the options: the group size and how it cuts.
+
+    The groups name the chunks (``group-NNNNN-chunk-MMMMM``), so another cut of the same input
+    (another size, or the cut of an earlier release) stages under another prefix and never
+    reuses the chunk keys a load of the earlier cut recorded in the ledger.
+    """
+    return {"group_bytes": group_bytes, "group_cut": GROUP_CUT}
+
+
 def plan_groups(sources: Sequence[SourceFile], group_bytes: int) -> list[list[SourceFile]]:
     """Cut the input, in listing order, into groups of at most ``group_bytes`` (estimated raw).
 

@@ -42,6 +42,7 @@ from airflow_bulkload.staging.planning import (
     fit_chunk_size,
     format_size,
     group_prefix,
+    grouping_options,
     input_fingerprint,
     plan_groups,
     staging_prefix,
@@ -157,7 +158,7 @@ def stage(
                 what=f"input {', '.join(s.location for s in sources[:3])}",
             ),
         )
-    grouping = {"group_bytes": group_bytes} if len(groups) > 1 else {}
+    grouping = grouping_options(group_bytes) if len(groups) > 1 else {}
     fingerprint = input_fingerprint(sources, options.fingerprint_options() | grouping)
     prefix = staging_prefix(
         staging_uri, dag_id=dag_id, table=table, run=run, fingerprint=fingerprint
