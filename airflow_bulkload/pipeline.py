@@ -3,7 +3,8 @@
 ::
 
     stage [─► stage_group x N (mapped), for input above stage_group_size]
-          ─► preflight (after groups, first the input's manifest from theirs) ─► claim_table (and withdraw superseded chunks)
+          ─► preflight (after groups, first the input's manifest from theirs)
+          ─► claim_table (and withdraw superseded chunks)
           ─► enter_bulk_mode (setup) and prepare_table (setup), side by side
           ─► load x N (mapped, a batch of chunks each) ─► finalize_table (and CHECKPOINT)
           ─► report, restore_table (teardown) and exit_bulk_mode (teardown), side by side
@@ -213,8 +214,8 @@ def bulk_load_table(
         follows the whole input (see ``PlanStagingOperator``; each group is sorted on its own,
         unless the input is declared ``"presorted"``). A smaller input is staged by the
         ``stage`` task itself (as is input loaded as stored), and ``stage_group`` is skipped
-        without starting (one scheduler pass, no task launch). ``None``: one ``stage`` task stages the whole
-        input, however large, in one key order, on one worker's disk.
+        without starting (one scheduler pass, no task launch). ``None``: one ``stage`` task
+        stages the whole input, however large, in one key order, on one worker's disk.
     :param deferrable: the long waits (the table claim held by another load, a free load slot,
         an RDS parameter change) run in the triggerer and hold no worker slot; needs a running
         ``airflow triggerer``. Default: ``[operators] default_deferrable``.

@@ -3,7 +3,8 @@
 One ``stage`` task (``stage_group_size=None``), or a plan task that stages an input up to
 ``stage_group_size`` itself and a larger one through one mapped ``stage_group`` task per group of
 input files (then ``collect_staging``, where the loads map over chunks); an optional
-``wait_for_input`` sensor before them. The rest of the group reads only what this hands over: the chunk specs and the manifest URI.
+``wait_for_input`` sensor before them. The rest of the group reads only what this hands over:
+the chunk specs and the manifest URI.
 
 When the rest reads the chunks from the manifest (pre-flight's load batches), there is no
 ``collect_staging`` task: pre-flight writes the input's manifest from the groups' itself, and an
