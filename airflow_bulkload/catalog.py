@@ -358,8 +358,9 @@ class EngineTraits:
     #: the ``client`` method loads through ``LOAD DATA LOCAL INFILE`` (the server's
     #: ``local_infile`` must be on)
     client_load_uses_local_infile: bool
-    #: the ``client`` loader reads CSV exactly as written (a quoted empty string apart from
-    #: NULL, CRLF or LF line ends), so input needing no rewrite loads as stored, unstaged
+    #: the ``client`` loader reads CSV as staging reads it (a quoted empty string apart from
+    #: NULL, CRLF or LF line ends), itself or by rewriting the stream in flight, so input
+    #: needing no rewrite loads as stored, unstaged
     loads_csv_as_written: bool = False
     #: the load methods where the server pulls a chunk from S3 itself
     server_side_methods: tuple[str, ...] = ()
@@ -402,6 +403,7 @@ MYSQL_TRAITS = EngineTraits(
     foreign_keys_checked_on_load=True,
     has_checkpoint=False,
     client_load_uses_local_infile=True,
+    loads_csv_as_written=True,  # through dialects/mysql/stored_csv
     server_side_methods=("aurora_s3",),
     case_insensitive_columns=True,
     load_sessions_per_vcpu=10 / 16,  # 10 threads on 16 vCPUs measured best

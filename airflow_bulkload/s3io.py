@@ -131,6 +131,10 @@ class ChunkStream:
     the ones staging wrote (the manifest's sha256).
     """
 
+    #: the bytes are the input object's as stored (a direct chunk), not a staged copy: a loader
+    #: whose reading of CSV differs from staging's rewrites them in flight
+    as_stored: bool = False
+
     def __init__(self, inner: BinaryIO, source: str, stored: _HashingReader | None = None) -> None:
         self._inner = inner
         self.source = source

@@ -114,9 +114,10 @@ class StageToS3Operator(StagingWorkerOperator):
     :param duckdb_threads: DuckDB threads (default: all cores).
     :param check_temp_space: fail early when ``temp_dir`` lacks the estimated space.
     :param direct: load S3 input objects as they are stored, with no staged copy, when nothing
-        needs rewriting (see :mod:`~airflow_bulkload.staging.direct`): where the engine's loader
-        reads CSV as written (PostgreSQL) with the ``client`` method, for CSV with no sort and no
-        ``max_errors``. ``"auto"`` (default) does so where it can and stages elsewhere; ``True``
+        needs rewriting (see :mod:`~airflow_bulkload.staging.direct`): with the ``client`` method,
+        for CSV with no sort and no ``max_errors`` (on MySQL: ``sort_by_primary_key=False`` or
+        ``"presorted"``; its stream is rewritten in flight where ``LOAD DATA`` reads CSV
+        otherwise, see :mod:`~airflow_bulkload.dialects.mysql.stored_csv`). ``"auto"`` (default) does so where it can and stages elsewhere; ``True``
         also warns where it cannot; ``False`` always stages (staging also normalises CSV that
         COPY would read differently, e.g. a stray quote inside an unquoted value). Only
         ``manifest.json`` is written under the staging prefix when the input loads as stored.

@@ -471,6 +471,8 @@ def open_chunk_stream(
 class DirectChunkStream(ChunkStream):
     """A direct chunk's stream; after it is read, :meth:`key_probe` has its first and last key."""
 
+    as_stored = True
+
     def __init__(self, reader: _DirectReader, spec: ChunkSpec) -> None:
         super().__init__(reader, spec.uri)  # type: ignore[arg-type]
         self._reader = reader

@@ -60,6 +60,7 @@ from airflow_bulkload.dialects.mysql.session import (
     _fetch_all,
     _scalar,
 )
+from airflow_bulkload.dialects.mysql.stored_csv import StoredCsvStream
 
 log = logging.getLogger(__name__)
 
@@ -151,8 +152,13 @@ class MySqlLoader(MySqlSession):
         The writer's errors (a corrupt gzip, S3 failing) win over whatever the load saw and
         roll the chunk back. If the load fails first, the writer is released (we open and close
         the FIFO's read end, so its open or write returns) and joined. Any warning fails the load.
+        Input as stored (a direct chunk) is rewritten in flight where ``LOAD DATA`` reads CSV
+        otherwise than staging (see :mod:`~airflow_bulkload.dialects.mysql.stored_csv`).
         """
         table, columns, file_format = into.table, into.columns, into.file_format
+        if stream.as_stored:
+            stream = StoredCsvStream(stream, file_format)
+            file_format = stream.file_format
         column_types = dict(self.load_columns(conn, table))
         columns = list(columns) if columns else list(column_types)
         self._keep_foreign_key_checks_if_needed(conn, table)
