@@ -111,7 +111,7 @@ def test_random_csv_reads_alike_after_the_rewrite(seed: int, delimiter: str, nul
         for _ in range(rng.randint(1, 40))
     ]
     if columns == 1:  # an empty line is no record: CSV writes a lone NULL or "" quoted then
-        records = [[v if v is not None or null else "x"] for v, in records]
+        records = [[v if v is not None or null else "x"] for (v,) in records]
     text = write_csv(rng, records, delimiter, null)
     rewriter = StoredCsvRewriter(FileFormat(delimiter=delimiter, null=null))
     out = b"".join(rewriter.rewrite(b) for b in blocks_at_line_ends(rng, text.encode()))
@@ -138,7 +138,7 @@ def test_the_rewrite_of_single_blocks(stored: bytes, loaded: bytes) -> None:
 
 def test_a_quoted_value_open_across_blocks_is_left_alone() -> None:
     rewriter = StoredCsvRewriter(FileFormat())
-    blocks = [b'1,"abc\n', b',,NULL\n', b'",\n', b"2,NULL,"]
+    blocks = [b'1,"abc\n', b",,NULL\n", b'",\n', b"2,NULL,"]
     assert [rewriter.rewrite(b) for b in blocks] == [
         b'1,"abc\n',
         b",,NULL\n",
