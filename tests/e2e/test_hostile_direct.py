@@ -139,3 +139,47 @@ def test_bulk_load_table_takes_the_knobs_the_errors_and_docs_name(
 
     assert run.state == DagRunState.SUCCESS, states
     assert sorted(pg_db.query("SELECT name, address, country FROM customers")) == rows
+
+
+@pytest.mark.parametrize("order", [False, "presorted"], ids=["unsorted", "presorted"])
+def test_a_mysql_pipeline_that_does_not_sort_loads_as_stored_exactly(
+    mysql_db: TestDatabase,
+    moto_server: MotoServer,
+    s3_bucket: str,
+    airflow_db: Path,
+    tmp_path: Path,
+    order: Any,
+) -> None:
+    """MySQL without a sort (``sort_by_primary_key=False`` or ``"presorted"``): the whole
+    pipeline loads the objects as stored, writes no chunk under the staging prefix, and the
+    table holds what CSV says: NULL for an unquoted empty field, an empty string for a quoted
+    one, the text NULL for the word, no CR from CRLF line ends."""
+    from airflow.utils.state import DagRunState
+
+    mysql_db.query("CREATE TABLE notes (id int PRIMARY KEY, note text, tag varchar(8))")
+    s3 = moto_server.client("s3")
+    rows = []
+    for part in range(3):
+        lines = ["id,note,tag"]
+        for i in range(part * 300, part * 300 + 300):
+            note = ["", '""', "NULL", f'"n {i}, ""q"""', f"n {i}"][i % 5]
+            lines.append(f"{i},{note},{'t' if i % 2 else ''}")
+            rows.append(
+                (
+                    i,
+                    [None, "", "NULL", f'n {i}, "q"', f"n {i}"][i % 5],
+                    "t" if i % 2 else None,
+                )
+            )
+        body = ("\r\n" if part == 1 else "\n").join(lines) + "\n"
+        data = gzip.compress(body.encode()) if part == 2 else body.encode()
+        name = f"part-{part:05d}.csv" + (".gz" if part == 2 else "")
+        s3.put_object(Bucket=s3_bucket, Key=f"in/2026-11-21/{name}", Body=data)
+
+    run, states = _run(mysql_db, s3_bucket, tmp_path, "notes", extra={"sort_by_primary_key": order})
+
+    assert run.state == DagRunState.SUCCESS, states
+    assert mysql_db.query("SELECT id, note, tag FROM notes ORDER BY id") == rows
+    listed = s3.list_objects_v2(Bucket=s3_bucket, Prefix="staging/")
+    written = [o["Key"].rsplit("/", 1)[-1] for o in listed.get("Contents", [])]
+    assert written == ["manifest.json"], written
