@@ -32,7 +32,12 @@ from airflow_bulkload.s3io import (
     s3_error_code,
     s3_region,
 )
-from airflow_bulkload.staging.direct import DirectChunkStream, DirectInputError, open_chunk_stream
+from airflow_bulkload.staging.direct import (
+    DirectChunkStream,
+    DirectInputError,
+    at_object_line,
+    open_chunk_stream,
+)
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, read_manifest
 from airflow_bulkload.staging.origin import (
     SourceLine,
@@ -307,8 +312,12 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
         beside it. Any failure to trace the record (the input moved, an old manifest, the search
         budget spent) leaves the error as it was.
         """
-        if isinstance(error, DirectInputError):
-            return error  # the reader's own finding names the object's line
+        if isinstance(error, DirectInputError):  # the reader's own finding, in its range
+            try:
+                return at_object_line(error, spec, self.s3)
+            except Exception as exc:  # tracing is a courtesy: never hide the load's own error
+                self.log.warning("could not count the lines before %s's range: %s", spec.uri, exc)
+                return error
         duplicate = _DUPLICATE_ENTRY.search(error.reason) if error.line is None else None
         if error.source != spec.uri or not spec.uri.startswith("s3://"):
             return error
@@ -402,6 +411,13 @@ class BulkLoadHook(LoadVerificationMixin, BaseHook):
                     keys = stream.key_probe()
                     probe = KeyProbe(list(spec.key_columns), *keys) if keys else None
         else:
+            if spec.is_direct:  # the server would read the whole object, header included
+                raise ChunkLoadError(
+                    spec.uri,
+                    f"a chunk planned to load as stored (direct) cannot load with method "
+                    f"{method!r}: the server would read the whole object, not its range",
+                    expected="method='client' for this manifest, or staging with direct=False",
+                )
             self._check_stored_object(spec)
             rows = dialect.load_server_side(
                 conn, method, into, spec, s3_region(self.aws_conn_id, self.s3)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 #: why a CR alone outside quoted values is refused
 CR_ALONE = (
     "a line end of CR alone (or a CR inside an unquoted value), which PostgreSQL's COPY reads as "
-    "a line end or refuses"
+    "a line end or refuses (and MySQL's LOAD DATA keeps in the value)"
 )
 
 
@@ -162,7 +162,7 @@ class CopySafety:
         else:
             reason = (
                 "a quote inside an unquoted value, or text after a closing quote, which "
-                "PostgreSQL's COPY reads as the start or the rest of a quoted value (records "
-                "merge, or quotes go)"
+                "PostgreSQL's COPY and MySQL's LOAD DATA read as the start or the rest of a "
+                "quoted value (records merge, or quotes go)"
             )
         return Misread(line, reason, sample)

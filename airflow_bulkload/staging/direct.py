@@ -59,6 +59,11 @@ _BOM = b"\xef\xbb\xbf"
 _EMPTY_LINE = re.compile(rb"\n\r?\n")
 
 
+def _reads_bom(fmt: FileFormat) -> bool:
+    """Whether a UTF-8 byte order mark is skipped: in UTF-8 input (in Latin-1 it is text)."""
+    return fmt.python_encoding == "utf-8"
+
+
 def _get(s3: Any, source: SourceFile, start: int, end: int) -> tuple[bytes, dict[str, Any]]:
     """Bytes ``[start, end)`` of the object, pinned to the ETag it was listed with."""
     bucket, key = parse_s3_uri(source.location)
@@ -73,14 +78,18 @@ def _get(s3: Any, source: SourceFile, start: int, end: int) -> tuple[bytes, dict
 
 
 class DirectInputError(ChunkLoadError):
-    """Found while reading an object as stored: its line, if any, is the object's own already."""
+    """Found while reading an object as stored.
+
+    Its line, if any, is counted from the chunk's first byte: the object's line for a whole
+    object or the first range; :func:`at_object_line` counts the lines before a later range.
+    """
 
 
 class DirectRefusedError(Exception):
     """Planning found what loading as stored would read differently from staging: stage it."""
 
 
-def _first_line(data: bytes, gzipped: bool, location: str) -> bytes:
+def _first_line(data: bytes, gzipped: bool, location: str, fmt: FileFormat) -> bytes:
     if gzipped:
         # a multi-member object (``cat a.gz b.gz``) may hold its first line in a later member
         text, rest = b"", data
@@ -94,7 +103,7 @@ def _first_line(data: bytes, gzipped: bool, location: str) -> bytes:
         data = text
     if b"\r" in data and b"\n" not in data:
         raise DirectRefusedError(f"{location} ends its lines with CR alone")
-    if data.startswith(_BOM):
+    if data.startswith(_BOM) and _reads_bom(fmt):
         data = data[len(_BOM) :]
     end = data.find(b"\n")
     line = data[: end if end >= 0 else len(data)].rstrip(b"\r")
@@ -108,6 +117,27 @@ def _fields(line: bytes, fmt: FileFormat) -> list[str]:
         csv.field_size_limit(MAX_RECORD_BYTES)
     text = line.decode(fmt.python_encoding, errors="replace")
     return next(csv.reader([text], delimiter=fmt.delimiter, quotechar=fmt.quote), [])
+
+
+def _refuse_names_in_two_cases(
+    where: str, header: Sequence[str], table_columns: Sequence[str] | None
+) -> None:
+    """A header naming one column twice in two cases, where the table has not both names.
+
+    MySQL matches column names in any case: its loader would write both fields into one column.
+    """
+    folded = [name.casefold() for name in header]
+    twice = sorted(
+        name
+        for name in header
+        if folded.count(name.casefold()) > 1 and name not in (table_columns or ())
+    )
+    if twice:
+        raise InputFormatError(
+            f"{where}: the header names column(s) {twice} twice, in two cases ({list(header)}), "
+            "and the table has not both: a loader matching names in any case would write both "
+            "fields into one column. Rename them in the file"
+        )
 
 
 def _cut_points(s3: Any, source: SourceFile, chunk_size: int) -> list[int]:
@@ -166,7 +196,7 @@ def plan_direct(
         gzipped = codec == "gzip"
         names = list(columns) if columns else list(table_columns) if table_columns else None
         if fmt.header:
-            first_line = _first_line(head, gzipped, source.location)
+            first_line = _first_line(head, gzipped, source.location, fmt)
             if not first_line:
                 continue  # a gzip object of nothing: no header, no rows, as staging reads it
             try:
@@ -179,6 +209,7 @@ def plan_direct(
             if any(name != name.strip() for name in header):
                 raise DirectRefusedError(f"{source.location}'s header names hold spaces at an end")
             check_header(source.location, header, columns)
+            _refuse_names_in_two_cases(source.location, header, table_columns)
             names = list(columns) if columns else header
             if first is None:
                 first = (source.location, names)
@@ -189,6 +220,9 @@ def plan_direct(
                 )
         elif first is None:
             first = (source.location, names or [])
+        if names is not None and len(names) == 1:
+            # an empty line is a record there (its one value NULL), not padding between records
+            raise DirectRefusedError("a one-column input: its empty lines are records")
         whole = gzipped or options.quoted_newlines or source.size <= chunk_size + chunk_size // 2
         cuts = [] if whole else _cut_points(s3, source, chunk_size)
         bounds = list(zip([0, *cuts], [*cuts, source.size], strict=True))
@@ -241,7 +275,7 @@ class _DirectReader:
 
     def _start(self) -> None:
         data = self._raw.read(READ_BUFFER_BYTES)
-        if self._offset == 0 and data.startswith(_BOM):
+        if self._offset == 0 and data.startswith(_BOM) and _reads_bom(self._fmt):
             data = data[len(_BOM) :]
         if self._spec.skip_header:
             # the first physical line, as planning read the header from it
@@ -412,6 +446,37 @@ class _DirectReader:
                 return None
             keys.append([fields[list(columns).index(k)] for k in key])
         return keys[0], keys[1]
+
+
+def at_object_line(error: DirectInputError, spec: ChunkSpec, client: Any) -> DirectInputError:
+    """``error`` with its line counted from the object's start, not its range's.
+
+    The reader counts the lines of the bytes it streams; a range after the first starts
+    mid-object, so the lines before it are counted here, reading them pinned as the load did
+    (on the error path only).
+    """
+    start = (spec.byte_range or [0])[0]
+    if error.line is None or start == 0:
+        return error
+    request: dict[str, Any] = {"Bucket": spec.bucket, "Key": spec.object_key}
+    if spec.version_id:
+        request["VersionId"] = spec.version_id
+    elif spec.etag:
+        request["IfMatch"] = spec.etag
+    body = client.get_object(Range=f"bytes=0-{start - 1}", **request)["Body"]
+    before = 0
+    try:
+        while block := body.read(READ_BUFFER_BYTES):
+            before += block.count(b"\n")
+    finally:
+        body.close()
+    return DirectInputError(
+        error.source,
+        error.reason,
+        line=before + error.line,
+        column=error.column,
+        expected=error.expected,
+    )
 
 
 @contextmanager

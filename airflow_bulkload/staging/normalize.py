@@ -269,11 +269,14 @@ def normalize(
                 for k, t in zip(sort_key, sort_types, strict=True)
             )
         out = STAGED_FORMAT
+        # one column: a value \. would be a line alone, PostgreSQL's COPY's end of data
+        # (quoted, it is text; a NULL stays the bare word)
+        force_quote = ", FORCE_QUOTE *" if len(detected) == 1 else ""
         copy = (
             f"COPY (SELECT * FROM {source}{order}) TO {duck_literal(str(out_path))} "  # noqa: S608
             f"(FORMAT csv, HEADER false, DELIMITER {duck_literal(out.delimiter)}, "
             f"QUOTE {duck_literal(out.quote)}, ESCAPE {duck_literal(out.effective_escape)}, "
-            f"NULLSTR {duck_literal(out.effective_null)})"
+            f"NULLSTR {duck_literal(out.effective_null)}{force_quote})"
         )
         try:
             result = con.execute(copy).fetchone()

@@ -459,6 +459,9 @@ def direct_refusal(
         return (
             "an escape character other than the quote is staged (cut points are checked by quotes)"
         )
+    if not (fmt.delimiter.isascii() and fmt.quote.isascii()):
+        # MySQL's LOAD DATA takes no non-ASCII separator; the quote check reads bytes
+        return "a non-ASCII delimiter or quote is staged"
     if fmt.python_encoding not in DIRECT_ENCODINGS:
         return f"encoding {fmt.encoding!r} is re-encoded by staging"
     if not sources:

@@ -23,9 +23,13 @@ quotes before a byte tell whether it is inside one.
 **How, at C speed.** A block is split at its quotes; the pieces alternate between outside and
 inside quoted values (a doubled quote is a close and a reopen with nothing between). The inside
 pieces are blanked and the block joined again, so quotes stay as markers of "a quoted value is
-here"; three substitutions run over that text, and the outside pieces are put back between the
-untouched inside ones. A block without quotes (most CSV) is one substitution pass. Memory: a few
-copies of one block.
+here"; the substitutions run over that text, and the outside pieces are put back between the
+untouched inside ones. A block without quotes (most CSV) is one substitution pass; a block with
+quotes is rewritten in 64 KB slices, each cut at a quote. Memory: a few copies of one block.
+
+**Latin-1.** MySQL's ``latin1`` is Windows-1252: bytes 0x80-0x9F (C1 controls in ISO-8859-1)
+would be stored as other characters, so LATIN1 input holding one fails before commit, as
+staging refuses it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from airflow_bulkload.exceptions import InvalidFileFormatError
+from airflow_bulkload.exceptions import ChunkLoadError, InvalidFileFormatError
 from airflow_bulkload.s3io import READ_BUFFER_BYTES, ChunkStream
 from airflow_bulkload.staging.manifest import FileFormat
 
@@ -46,6 +50,10 @@ NATIVE_NULL = "NULL"
 #: stands in for a quote added around a word NULL until the block's pieces are put back (the
 #: direct reader refuses NUL bytes, so none is in the data)
 _ADDED_QUOTE = b"\0"
+#: the size of the slices a block holding quotes is rewritten in (each cut at a quote)
+_SLICE_BYTES = 64 * 1024
+#: bytes that are C1 controls in ISO-8859-1 but letters and signs in MySQL's latin1 (cp1252)
+_C1_CONTROLS = re.compile(rb"[\x80-\x9f]")
 
 
 class StoredCsvRewriter:
@@ -84,28 +92,53 @@ class StoredCsvRewriter:
         self._quoted_word = _ADDED_QUOTE + native + _ADDED_QUOTE
         self._native = native
         self._in_quote = False
+        self._c1 = _C1_CONTROLS if encoding == "latin-1" else None
 
     def rewrite(self, block: bytes) -> bytes:
         """``block`` as ``LOAD DATA`` must read it (whole lines; the last may lack its end)."""
         if not block:
             return block
+        if self._c1 is not None and (c1 := self._c1.search(block)):
+            raise InvalidFileFormatError(
+                f"byte 0x{block[c1.start()]:02X} in LATIN1 input: a C1 control character in "
+                "ISO-8859-1, which MySQL's latin1 (Windows-1252) would store as another "
+                "character (staging refuses it too). Re-encode the input as UTF-8"
+            )
+        last_line = not block.endswith(b"\n")
         if not self._in_quote and self._quote not in block:
-            out = self._outside(block, line_start=True, at_end=not block.endswith(b"\n"))
-            return out.replace(_ADDED_QUOTE, self._quote) if _ADDED_QUOTE in out else out
-        pieces = block.split(self._quote)
+            return self._restore(self._outside(block, line_start=True, at_end=last_line))
+        # slices that start at a quote, so no substitution spans two; each splits into at most
+        # a slice's worth of pieces, which bounds the memory of a block dense with quotes
+        out, start, size = [], 0, len(block)
+        while start < size:
+            cut = (
+                block.find(self._quote, start + _SLICE_BYTES) if start + _SLICE_BYTES < size else -1
+            )
+            end = size if cut < 0 else cut
+            out.append(self._quoted(block[start:end], start == 0, last_line and end == size))
+            start = end
+        return self._restore(b"".join(out))
+
+    def _quoted(self, text: bytes, block_start: bool, stream_end: bool) -> bytes:
+        """A slice holding quotes: its outside pieces rewritten, its quoted values as they are."""
+        pieces = text.split(self._quote)
+        if len(pieces) == 1 and self._in_quote:
+            return text  # all of it inside one quoted value
         first_outside = 1 if self._in_quote else 0
         ends_outside = (len(pieces) - 1 + first_outside) % 2 == 0
-        marked = pieces[:]
-        marked[1 - first_outside :: 2] = [b""] * len(pieces[1 - first_outside :: 2])
+        # the outside pieces, each quoted value between them marked by one quote
         rewritten = self._outside(
-            self._quote.join(marked),
-            line_start=not self._in_quote,
-            at_end=ends_outside and not block.endswith(b"\n"),
+            self._quote.join(pieces[first_outside::2]),
+            line_start=block_start and not self._in_quote,
+            at_end=ends_outside and stream_end,
         ).split(self._quote)
-        pieces[first_outside::2] = rewritten[first_outside::2]
+        pieces[first_outside::2] = rewritten
         self._in_quote = not ends_outside
-        out = self._quote.join(pieces)
-        return out.replace(_ADDED_QUOTE, self._quote) if _ADDED_QUOTE in out else out
+        return self._quote.join(pieces)
+
+    def _restore(self, text: bytes) -> bytes:
+        """The quotes added around words NULL, put in."""
+        return text.replace(_ADDED_QUOTE, self._quote) if _ADDED_QUOTE in text else text
 
     def _outside(self, text: bytes, *, line_start: bool, at_end: bool) -> bytes:
         """The substitutions, over text whose quoted values are blanked to their quotes."""
@@ -144,7 +177,12 @@ class StoredCsvStream(ChunkStream):
         self.file_format = replace(fmt, null=NATIVE_NULL)
 
     def read(self, size: int = READ_BUFFER_BYTES) -> bytes:
-        return self._rewriter.rewrite(self._source_stream.read(size))
+        try:
+            return self._rewriter.rewrite(self._source_stream.read(size))
+        except InvalidFileFormatError as exc:
+            raise ChunkLoadError(
+                self.source, str(exc), expected="text in the declared encoding"
+            ) from exc
 
     def __iter__(self) -> Iterator[bytes]:
         while data := self.read(READ_BUFFER_BYTES):

@@ -12,6 +12,7 @@ import random
 
 import pytest
 
+from airflow_bulkload.dialects.mysql import stored_csv
 from airflow_bulkload.dialects.mysql.stored_csv import StoredCsvRewriter
 from airflow_bulkload.exceptions import InvalidFileFormatError
 from airflow_bulkload.staging.manifest import FileFormat
@@ -96,11 +97,16 @@ def blocks_at_line_ends(rng: random.Random, data: bytes) -> list[bytes]:
 PIECES = ["", "NULL", "null", "NA", ",", "\t", '"', "\n", "\r\n", "\r", "a", " ", "\\", "é"]
 
 
+@pytest.mark.parametrize("slice_bytes", [5, 64 * 1024], ids=["tiny-slices", "slices"])
 @pytest.mark.parametrize("seed", range(40))
 @pytest.mark.parametrize(
     ("delimiter", "null"), [(",", ""), (",", "NA"), ("\t", ""), (",", "NULL"), (";", "\\N")]
 )
-def test_random_csv_reads_alike_after_the_rewrite(seed: int, delimiter: str, null: str) -> None:
+def test_random_csv_reads_alike_after_the_rewrite(
+    seed: int, delimiter: str, null: str, slice_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tiny slices: a block with quotes is rewritten in slices cut at quotes (64 KB each)."""
+    monkeypatch.setattr(stored_csv, "_SLICE_BYTES", slice_bytes)
     rng = random.Random(seed)
     columns = rng.randint(1, 5)
     records: list[Record] = [
