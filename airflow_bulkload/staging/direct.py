@@ -26,55 +26,36 @@ from __future__ import annotations
 
 import csv
 import re
-import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
-from airflow_bulkload.compression import codec_of
 from airflow_bulkload.exceptions import ChunkLoadError
 from airflow_bulkload.gzip_codec import gunzip_reader
 from airflow_bulkload.s3io import (
     READ_BUFFER_BYTES,
     ChunkStream,
     open_s3_stream,
-    parse_s3_uri,
     s3_client,
     s3_error_code,
 )
 from airflow_bulkload.staging.copy_safety import CopySafety
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
-from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES, InputFormatError, check_header
-from airflow_bulkload.staging.options import StagingOptions
-from airflow_bulkload.staging.origin import empty_header_line
-from airflow_bulkload.staging.planning import GZIP_EXPANSION_ESTIMATE, SourceFile
+from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES
 
 #: bytes read at the start of each object (format and header) and around each cut point
 PEEK_BYTES = 64 * 1024
 #: the tail of a range kept while it streams, to read its last record's key
 TAIL_BYTES = 1024 * 1024
-_BOM = b"\xef\xbb\xbf"
+UTF8_BOM = b"\xef\xbb\xbf"
 #: a line end right after a line end (LF or CRLF): one regex pass is faster than two substring
 #: searches for patterns that start with LF, the byte that ends every line
 _EMPTY_LINE = re.compile(rb"\n\r?\n")
 
 
-def _reads_bom(fmt: FileFormat) -> bool:
+def reads_bom(fmt: FileFormat) -> bool:
     """Whether a UTF-8 byte order mark is skipped: in UTF-8 input (in Latin-1 it is text)."""
     return fmt.python_encoding == "utf-8"
-
-
-def _get(s3: Any, source: SourceFile, start: int, end: int) -> tuple[bytes, dict[str, Any]]:
-    """Bytes ``[start, end)`` of the object, pinned to the ETag it was listed with."""
-    bucket, key = parse_s3_uri(source.location)
-    response = s3.get_object(
-        Bucket=bucket, Key=key, Range=f"bytes={start}-{end - 1}", IfMatch=source.version
-    )
-    body = response["Body"]
-    try:
-        return body.read(), response
-    finally:
-        body.close()
 
 
 class DirectInputError(ChunkLoadError):
@@ -89,166 +70,11 @@ class DirectRefusedError(Exception):
     """Planning found what loading as stored would read differently from staging: stage it."""
 
 
-def _first_line(data: bytes, gzipped: bool, location: str, fmt: FileFormat) -> bytes:
-    if gzipped:
-        # a multi-member object (``cat a.gz b.gz``) may hold its first line in a later member
-        text, rest = b"", data
-        try:
-            while rest[:2] == b"\x1f\x8b" and b"\n" not in text and len(text) < MAX_RECORD_BYTES:
-                member = zlib.decompressobj(zlib.MAX_WBITS | 16)
-                text += member.decompress(rest, MAX_RECORD_BYTES - len(text))
-                rest = member.unused_data if member.eof else b""
-        except zlib.error as exc:
-            raise InputFormatError(f"{location} is not a readable gzip object ({exc})") from exc
-        data = text
-    if b"\r" in data and b"\n" not in data:
-        raise DirectRefusedError(f"{location} ends its lines with CR alone")
-    if data.startswith(_BOM) and _reads_bom(fmt):
-        data = data[len(_BOM) :]
-    end = data.find(b"\n")
-    line = data[: end if end >= 0 else len(data)].rstrip(b"\r")
-    if end >= 0 and not line.strip():
-        raise InputFormatError(empty_header_line(location))
-    return line
-
-
-def _fields(line: bytes, fmt: FileFormat) -> list[str]:
+def csv_fields(line: bytes, fmt: FileFormat) -> list[str]:
     if csv.field_size_limit() < MAX_RECORD_BYTES:
         csv.field_size_limit(MAX_RECORD_BYTES)
     text = line.decode(fmt.python_encoding, errors="replace")
     return next(csv.reader([text], delimiter=fmt.delimiter, quotechar=fmt.quote), [])
-
-
-def _refuse_names_in_two_cases(
-    where: str, header: Sequence[str], table_columns: Sequence[str] | None
-) -> None:
-    """A header naming one column twice in two cases, where the table has not both names.
-
-    MySQL matches column names in any case: its loader would write both fields into one column.
-    """
-    folded = [name.casefold() for name in header]
-    twice = sorted(
-        name
-        for name in header
-        if folded.count(name.casefold()) > 1 and name not in (table_columns or ())
-    )
-    if twice:
-        raise InputFormatError(
-            f"{where}: the header names column(s) {twice} twice, in two cases ({list(header)}), "
-            "and the table has not both: a loader matching names in any case would write both "
-            "fields into one column. Rename them in the file"
-        )
-
-
-def _cut_points(s3: Any, source: SourceFile, chunk_size: int) -> list[int]:
-    """Offsets just after the first line end at or after each multiple of ``chunk_size``."""
-    cuts: list[int] = []
-    nominal = chunk_size
-    while nominal < source.size - chunk_size // 2:
-        offset = max(nominal, cuts[-1] if cuts else 0)
-        cut = None
-        while cut is None and offset < source.size and offset - nominal <= MAX_RECORD_BYTES:
-            window, _ = _get(s3, source, offset, min(offset + PEEK_BYTES, source.size))
-            at = window.find(b"\n")
-            if at >= 0:
-                cut = offset + at + 1
-            offset += len(window)
-        if cut is None and offset >= source.size:
-            break  # the last record runs to the end of the object
-        if cut is None:
-            raise InputFormatError(
-                f"{source.location}: no line end within {MAX_RECORD_BYTES // 2**20} MB after byte "
-                f"{nominal}: records are longer than a record may be"
-            )
-        if cut >= source.size:
-            break
-        cuts.append(cut)
-        nominal = cut + chunk_size
-    return cuts
-
-
-def plan_direct(
-    sources: Sequence[SourceFile],
-    s3: Any,
-    options: StagingOptions,
-    *,
-    ledger_prefix: str,
-    manifest_uri: str,
-) -> tuple[list[ChunkSpec], list[str] | None]:
-    """Chunk specs that point at the input objects, and the input's columns (first file's).
-
-    ``ledger_prefix`` is the staging prefix's key: each chunk's ledger key is
-    ``<ledger_prefix>direct-NNNNN``, beside the manifest at ``manifest_uri``. With a header, each object is mapped
-    by its own header (files naming other columns are refused, as staging does); without one,
-    ``options.columns`` (else the table's columns) name the fields in file order.
-    """
-    fmt, chunk_size, columns = options.file_format, options.chunk_size, options.columns
-    table_columns, key_columns = options.table_columns, options.probe_key
-    chunks: list[ChunkSpec] = []
-    first: tuple[str, list[str]] | None = None
-    for source in sources:
-        if source.size == 0:
-            continue
-        head, response = _get(s3, source, 0, min(PEEK_BYTES, source.size))
-        codec = codec_of(head)
-        if codec in ("zstd", "bz2"):
-            raise DirectRefusedError(f"{source.location} is {codec}-compressed: staging reads it")
-        gzipped = codec == "gzip"
-        names = list(columns) if columns else list(table_columns) if table_columns else None
-        if fmt.header:
-            first_line = _first_line(head, gzipped, source.location, fmt)
-            if not first_line:
-                continue  # a gzip object of nothing: no header, no rows, as staging reads it
-            try:
-                header = _fields(first_line, fmt)
-            except csv.Error as exc:
-                raise InputFormatError(
-                    f"{source.location}: its first line does not read as a CSV header ({exc}); "
-                    "is it CSV (an object named .gz that is not gzip is read as plain text)?"
-                ) from exc
-            if any(name != name.strip() for name in header):
-                raise DirectRefusedError(f"{source.location}'s header names hold spaces at an end")
-            check_header(source.location, header, columns)
-            _refuse_names_in_two_cases(source.location, header, table_columns)
-            names = list(columns) if columns else header
-            if first is None:
-                first = (source.location, names)
-            elif set(names) != set(first[1]) or len(names) != len(first[1]):
-                raise InputFormatError(
-                    f"{source.location} has columns {names}, but {first[0]} has {first[1]}: "
-                    "every file of one input must name the same columns"
-                )
-        elif first is None:
-            first = (source.location, names or [])
-        if names is not None and len(names) == 1:
-            # an empty line is a record there (its one value NULL), not padding between records
-            raise DirectRefusedError("a one-column input: its empty lines are records")
-        whole = gzipped or options.quoted_newlines or source.size <= chunk_size + chunk_size // 2
-        cuts = [] if whole else _cut_points(s3, source, chunk_size)
-        bounds = list(zip([0, *cuts], [*cuts, source.size], strict=True))
-        for start, end in bounds:
-            index = len(chunks)
-            chunks.append(
-                ChunkSpec(
-                    uri=source.location,
-                    checksum=f"etag:{source.version}:{start}-{end}",
-                    rows=None,
-                    bytes=end - start,
-                    raw_bytes=(end - start) * (GZIP_EXPANSION_ESTIMATE if gzipped else 1),
-                    index=index,
-                    compression="gzip" if gzipped else "none",
-                    file_format=fmt.without_header().to_dict(),
-                    columns=names,
-                    key_columns=list(key_columns) or None,
-                    etag=source.version,
-                    ledger_key=f"{ledger_prefix}direct-{index:05d}",
-                    manifest_uri=manifest_uri,
-                    version_id=response.get("VersionId") or None,
-                    byte_range=None if len(bounds) == 1 else [start, end],
-                    skip_header=fmt.header and start == 0,
-                )
-            )
-    return chunks, first[1] if first else None
 
 
 class _DirectReader:
@@ -275,8 +101,8 @@ class _DirectReader:
 
     def _start(self) -> None:
         data = self._raw.read(READ_BUFFER_BYTES)
-        if self._offset == 0 and data.startswith(_BOM) and _reads_bom(self._fmt):
-            data = data[len(_BOM) :]
+        if self._offset == 0 and data.startswith(UTF8_BOM) and reads_bom(self._fmt):
+            data = data[len(UTF8_BOM) :]
         if self._spec.skip_header:
             # the first physical line, as planning read the header from it
             while (end := data.find(b"\n")) < 0:
@@ -441,7 +267,7 @@ class _DirectReader:
         for record in records:
             if record is None or record.count(self._quote) % 2:
                 return None  # a record over several lines: its key cannot be read from one
-            fields = _fields(record.rstrip(b"\r"), self._fmt)
+            fields = csv_fields(record.rstrip(b"\r"), self._fmt)
             if len(fields) != len(columns):
                 return None
             keys.append([fields[list(columns).index(k)] for k in key])

@@ -19,7 +19,8 @@ from typing import Any
 from airflow_bulkload.exceptions import BulkLoadError, NulByteError
 from airflow_bulkload.s3io import parse_s3_uri
 from airflow_bulkload.staging.chunk_upload import split_and_upload
-from airflow_bulkload.staging.direct import DirectRefusedError, plan_direct
+from airflow_bulkload.staging.direct import DirectRefusedError
+from airflow_bulkload.staging.direct_planning import plan_direct
 from airflow_bulkload.staging.manifest import (
     ChunkSpec,
     Manifest,
