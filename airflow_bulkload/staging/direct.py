@@ -274,6 +274,16 @@ class _DirectReader:
         return keys[0], keys[1]
 
 
+def _pinned(spec: ChunkSpec) -> dict[str, Any]:
+    """A GET of the chunk's object as planning saw it: its version, else its ETag."""
+    request: dict[str, Any] = {"Bucket": spec.bucket, "Key": spec.object_key}
+    if spec.version_id:
+        request["VersionId"] = spec.version_id
+    elif spec.etag:
+        request["IfMatch"] = spec.etag
+    return request
+
+
 def at_object_line(error: DirectInputError, spec: ChunkSpec, client: Any) -> DirectInputError:
     """``error`` with its line counted from the object's start, not its range's.
 
@@ -284,12 +294,7 @@ def at_object_line(error: DirectInputError, spec: ChunkSpec, client: Any) -> Dir
     start = (spec.byte_range or [0])[0]
     if error.line is None or start == 0:
         return error
-    request: dict[str, Any] = {"Bucket": spec.bucket, "Key": spec.object_key}
-    if spec.version_id:
-        request["VersionId"] = spec.version_id
-    elif spec.etag:
-        request["IfMatch"] = spec.etag
-    body = client.get_object(Range=f"bytes=0-{start - 1}", **request)["Body"]
+    body = client.get_object(Range=f"bytes=0-{start - 1}", **_pinned(spec))["Body"]
     before = 0
     try:
         while block := body.read(READ_BUFFER_BYTES):
@@ -321,11 +326,7 @@ def open_chunk_stream(
             yield stream
         return
     s3 = client or s3_client(aws_conn_id)
-    request: dict[str, Any] = {"Bucket": spec.bucket, "Key": spec.object_key}
-    if spec.version_id:
-        request["VersionId"] = spec.version_id
-    elif spec.etag:
-        request["IfMatch"] = spec.etag
+    request = _pinned(spec)
     if spec.byte_range:
         request["Range"] = f"bytes={spec.byte_range[0]}-{spec.byte_range[1] - 1}"
     try:

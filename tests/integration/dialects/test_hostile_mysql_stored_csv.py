@@ -64,6 +64,13 @@ def load(
     return staged
 
 
+def load_notes(db: TestDatabase, moto: MotoServer, bucket: str, fmt: FileFormat) -> StageResult:
+    """The input under ``in/`` loaded direct into a new ``notes (id int PRIMARY KEY, note)``."""
+    return load(
+        db, moto, bucket, "notes", "id int PRIMARY KEY, note text", direct=True, file_format=fmt
+    )
+
+
 def staged_and_direct(
     db: TestDatabase, moto: MotoServer, bucket: str, columns: str, **options: Any
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
@@ -135,15 +142,7 @@ def test_latin1_bytes_0x80_to_0x9f_are_not_read_as_windows_1252(
     fmt = FileFormat(header=True, encoding="LATIN1")
 
     try:
-        load(
-            mysql_db,
-            moto_server,
-            s3_bucket,
-            "notes",
-            "id int PRIMARY KEY, note text",
-            direct=True,
-            file_format=fmt,
-        )
+        load_notes(mysql_db, moto_server, s3_bucket, fmt)
     except BulkLoadError:
         assert mysql_db.query("SELECT count(*) FROM notes") == [(0,)]
         return
@@ -196,15 +195,7 @@ def test_a_header_naming_one_column_twice_in_two_cases_is_refused(
     put(moto_server, s3_bucket, "in/a.csv", b"id,note,NOTE\n1,a,b\n")
 
     with pytest.raises(BulkLoadError):
-        load(
-            mysql_db,
-            moto_server,
-            s3_bucket,
-            "notes",
-            "id int PRIMARY KEY, note text",
-            direct=True,
-            file_format=HEADER,
-        )
+        load_notes(mysql_db, moto_server, s3_bucket, HEADER)
     assert mysql_db.query("SELECT count(*) FROM notes") == [(0,)]
 
 
