@@ -45,6 +45,9 @@ from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES
 
 #: bytes read at the start of each object (format and header) and around each cut point
 PEEK_BYTES = 64 * 1024
+#: how far into an object an error's line is counted from its start (a later range's error
+#: names its line in the range instead)
+COUNT_LINES_BUDGET_BYTES = 512 * 1024 * 1024
 #: the tail of a range kept while it streams, to read its last record's key
 TAIL_BYTES = 1024 * 1024
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -289,11 +292,20 @@ def at_object_line(error: DirectInputError, spec: ChunkSpec, client: Any) -> Dir
 
     The reader counts the lines of the bytes it streams; a range after the first starts
     mid-object, so the lines before it are counted here, reading them pinned as the load did
-    (on the error path only).
+    (on the error path only, up to :data:`COUNT_LINES_BUDGET_BYTES`; further in, the error names
+    the range's line and where the range starts).
     """
     start = (spec.byte_range or [0])[0]
     if error.line is None or start == 0:
         return error
+    if start > COUNT_LINES_BUDGET_BYTES:  # an error path does not read gigabytes
+        return DirectInputError(
+            error.source,
+            f"{error.reason} (line {error.line} of the range that starts at byte {start}; the "
+            "lines before it were not counted)",
+            column=error.column,
+            expected=error.expected,
+        )
     body = client.get_object(Range=f"bytes=0-{start - 1}", **_pinned(spec))["Body"]
     before = 0
     try:

@@ -65,23 +65,24 @@ def _first_line(data: bytes, gzipped: bool, location: str, fmt: FileFormat) -> b
 
 
 def _refuse_names_in_two_cases(
-    where: str, header: Sequence[str], table_columns: Sequence[str] | None
+    where: str, names: Sequence[str], table_columns: Sequence[str] | None
 ) -> None:
-    """A header naming one column twice in two cases, where the table has not both names.
+    """Column names (a header's, or ``columns``) naming one column twice in two cases.
 
-    MySQL matches column names in any case: its loader would write both fields into one column.
+    Unless the table has both names. MySQL matches column names in any case: its loader would
+    write both fields into one column.
     """
-    folded = [name.casefold() for name in header]
+    folded = [name.casefold() for name in names]
     twice = sorted(
         name
-        for name in header
+        for name in names
         if folded.count(name.casefold()) > 1 and name not in (table_columns or ())
     )
     if twice:
         raise InputFormatError(
-            f"{where}: the header names column(s) {twice} twice, in two cases ({list(header)}), "
-            "and the table has not both: a loader matching names in any case would write both "
-            "fields into one column. Rename them in the file"
+            f"{where}: the columns {list(names)} name {twice} twice, in two cases, and the table "
+            "has not both: a loader matching names in any case would write both fields into one "
+            "column. Rename them (in the file's header, or in columns=)"
         )
 
 
@@ -154,7 +155,6 @@ def plan_direct(
             if any(name != name.strip() for name in header):
                 raise DirectRefusedError(f"{source.location}'s header names hold spaces at an end")
             check_header(source.location, header, columns)
-            _refuse_names_in_two_cases(source.location, header, table_columns)
             names = list(columns) if columns else header
             if first is None:
                 first = (source.location, names)
@@ -165,6 +165,8 @@ def plan_direct(
                 )
         elif first is None:
             first = (source.location, names or [])
+        if names:  # the names the loader is given: the header's, or columns= for them
+            _refuse_names_in_two_cases(source.location, names, table_columns)
         if names is not None and len(names) == 1:
             # an empty line is a record there (its one value NULL), not padding between records
             raise DirectRefusedError("a one-column input: its empty lines are records")

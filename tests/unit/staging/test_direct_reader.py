@@ -8,6 +8,7 @@ import io
 import pytest
 
 from airflow_bulkload.exceptions import ChunkLoadError
+from airflow_bulkload.staging import direct
 from airflow_bulkload.staging.direct import TAIL_BYTES, _DirectReader
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 
@@ -94,3 +95,34 @@ def test_first_and_last_record_across_blocks_as_large_as_the_kept_tail(
     assert reader.first_record.rstrip(b"\r") == records[0]
     assert reader.last_record == records[-1]
     assert reader.key_probe(["id", "note"], ["id"]) == (["0"], ["119999"])
+
+
+class Objects:
+    """An S3 client holding one object, answering ranged GETs."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.gets: list[str] = []
+
+    def get_object(self, **request: str) -> dict[str, io.BytesIO]:
+        self.gets.append(request["Range"])
+        first, last = request["Range"].removeprefix("bytes=").split("-")
+        return {"Body": io.BytesIO(self.data[int(first) : int(last) + 1])}
+
+
+def test_a_refusal_in_a_later_range_names_the_objects_line_or_says_it_is_the_ranges(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lines before the range are counted from the object, within a budget; past it the
+    error says which line of which range, and nothing is read."""
+    ranged = ChunkSpec.from_dict(spec().to_dict() | {"byte_range": [12, 20], "etag": "e"})
+    objects = Objects(b"a,1\nb,2\nc,3\nd,4\ne,5\n")
+    refusal = direct.DirectInputError("s3://in/a.csv", "a stray quote", line=2)
+
+    counted = direct.at_object_line(refusal, ranged, objects)
+    assert (counted.line, objects.gets) == (5, ["bytes=0-11"])
+
+    monkeypatch.setattr(direct, "COUNT_LINES_BUDGET_BYTES", 10)
+    uncounted = direct.at_object_line(refusal, ranged, objects)
+    assert uncounted.line is None and objects.gets == ["bytes=0-11"]
+    assert "line 2 of the range that starts at byte 12" in str(uncounted)
