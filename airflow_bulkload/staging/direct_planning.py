@@ -86,6 +86,16 @@ def _refuse_names_in_two_cases(
         )
 
 
+def _refuse_one_column(names: Sequence[str] | None) -> None:
+    """A one-column input is staged.
+
+    An empty line is a record there (its one value NULL), not padding between records, and the
+    direct reader drops empty lines.
+    """
+    if names is not None and len(names) == 1:
+        raise DirectRefusedError("a one-column input: its empty lines are records")
+
+
 def _cut_points(s3: Any, source: SourceFile, chunk_size: int) -> list[int]:
     """Offsets just after the first line end at or after each multiple of ``chunk_size``."""
     cuts: list[int] = []
@@ -167,9 +177,7 @@ def plan_direct(
             first = (source.location, names or [])
         if names:  # the names the loader is given: the header's, or columns= for them
             _refuse_names_in_two_cases(source.location, names, table_columns)
-        if names is not None and len(names) == 1:
-            # an empty line is a record there (its one value NULL), not padding between records
-            raise DirectRefusedError("a one-column input: its empty lines are records")
+        _refuse_one_column(names)
         whole = gzipped or options.quoted_newlines or source.size <= chunk_size + chunk_size // 2
         cuts = [] if whole else _cut_points(s3, source, chunk_size)
         bounds = list(zip([0, *cuts], [*cuts, source.size], strict=True))

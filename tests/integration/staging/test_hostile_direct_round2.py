@@ -171,3 +171,45 @@ def test_a_null_record_of_a_one_column_input_is_not_traced_to_a_line_holding_tex
     assert any_db.query("SELECT count(*) FROM notes") == [(0,)]
     source = f"s3://{s3_bucket}/in/a.csv"
     assert failure.value.source != source or failure.value.line == 4, str(failure.value)
+
+
+def test_a_one_column_date_loaded_as_stored_before_the_upgrade_loads_nothing_twice(
+    pg_db: TestDatabase,
+    moto_server: MotoServer,
+    s3_bucket: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A one-column input loaded as stored by the release before (planning took it direct).
+    After the upgrade such input is staged; a re-run finds the manifest it wrote then (the
+    fingerprint is the same) and loads as it did; with that manifest gone, it is staged anew,
+    under another fingerprint: the run stops as for another input, and ``reload`` stops with
+    "manifest is gone" (the old rows cannot be told), the rows once, as troubleshooting.md
+    says."""
+    from airflow_bulkload.exceptions import InputAlreadyLoadedError
+    from airflow_bulkload.hooks import BulkLoadHook
+    from airflow_bulkload.staging import direct_planning
+
+    put(moto_server, s3_bucket, "in/a.csv", b"token\nalpha\nbeta\ngamma\n")
+    pg_db.query("CREATE TABLE tokens (token text)")
+    with monkeypatch.context() as old_release:
+        old_release.setattr(direct_planning, "_refuse_one_column", lambda names: None)
+        before = stage_checked(pg_db, moto_server, s3_bucket, "tokens", direct=True)
+    assert before.manifest is not None and before.manifest.chunks[0].is_direct
+    load_staged(pg_db, before, "tokens")
+    expected = [("alpha",), ("beta",), ("gamma",)]
+
+    rerun = stage_checked(pg_db, moto_server, s3_bucket, "tokens", direct=True)
+    assert rerun.skipped and rerun.manifest_uri == before.manifest_uri
+    load_staged(pg_db, rerun, "tokens")
+    assert sorted(pg_db.query("SELECT token FROM tokens")) == expected
+
+    bucket, _, key = before.manifest_uri.removeprefix("s3://").partition("/")
+    moto_server.client("s3").delete_object(Bucket=bucket, Key=key)
+    restaged = stage_checked(pg_db, moto_server, s3_bucket, "tokens", direct=True)
+    assert restaged.manifest is not None and not restaged.manifest.chunks[0].is_direct
+    hook = BulkLoadHook(conn_id=pg_db.conn_id)
+    with pytest.raises(InputAlreadyLoadedError):
+        hook.reconcile("tokens", restaged.manifest_uri, load_id="t")
+    with pytest.raises(BulkLoadError, match="its manifest is gone"):
+        hook.reconcile("tokens", restaged.manifest_uri, load_id="t", reload=True)
+    assert sorted(pg_db.query("SELECT token FROM tokens")) == expected
