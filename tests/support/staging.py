@@ -69,6 +69,30 @@ def load_staged(db: TestDatabase, staged: StageResult, table: str) -> dict[str, 
     return hook.verify_load(table, staged.manifest_uri, load_id="t")
 
 
+def create_and_load(
+    db: TestDatabase,
+    moto: MotoServer,
+    bucket: str,
+    table: str,
+    ddl: str,
+    *,
+    direct: bool,
+    expect_direct: bool | None = None,
+    **options: Any,
+) -> StageResult:
+    """Create ``table (ddl)``, stage ``in/`` for it (``direct`` asked or not) and load it.
+
+    ``expect_direct``: whether planning must have taken the input as stored (``None``: either).
+    """
+    db.query(f"CREATE TABLE {table} ({ddl})")
+    staged = stage_checked(db, moto, bucket, table, direct=direct, **options)
+    assert staged.manifest is not None
+    if expect_direct is not None:
+        assert all(c.is_direct == expect_direct for c in staged.manifest.chunks)
+    load_staged(db, staged, table)
+    return staged
+
+
 def upload_inputs(moto: MotoServer, bucket: str, paths: list[Path]) -> None:
     for path in paths:
         moto.client("s3").upload_file(str(path), bucket, f"in/{path.name}")

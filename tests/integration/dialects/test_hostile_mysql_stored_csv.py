@@ -19,7 +19,7 @@ from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.stager import StageResult
 from tests.harness import MotoServer, TestDatabase
-from tests.support.staging import load_staged, stage_checked
+from tests.support.staging import create_and_load, load_staged, stage_checked
 
 HEADER = FileFormat(header=True)
 
@@ -42,42 +42,35 @@ def rows(db: TestDatabase, table: str) -> list[tuple[Any, ...]]:
     return sorted(db.query(f"SELECT {select} FROM `{table}`"), key=repr)
 
 
-def load(
-    db: TestDatabase,
-    moto: MotoServer,
-    bucket: str,
-    table: str,
-    columns: str,
-    *,
-    direct: bool,
-    planned_direct: bool | None = None,
-    **options: Any,
-) -> StageResult:
-    """Create ``table`` and load the input under ``in/`` into it, staged or direct (asked for:
-    ``planned_direct`` says whether planning must take it, by default as asked)."""
-    db.query(f"CREATE TABLE `{table}` ({columns})")
-    staged = stage_checked(db, moto, bucket, table, direct=direct, **options)
-    assert staged.manifest is not None
-    expected = direct if planned_direct is None else planned_direct
-    assert all(c.is_direct == expected for c in staged.manifest.chunks)
-    load_staged(db, staged, table)
-    return staged
-
-
 def load_notes(db: TestDatabase, moto: MotoServer, bucket: str, fmt: FileFormat) -> StageResult:
     """The input under ``in/`` loaded direct into a new ``notes (id int PRIMARY KEY, note)``."""
-    return load(
-        db, moto, bucket, "notes", "id int PRIMARY KEY, note text", direct=True, file_format=fmt
+    return create_and_load(
+        db,
+        moto,
+        bucket,
+        "notes",
+        "id int PRIMARY KEY, note text",
+        direct=True,
+        expect_direct=True,
+        file_format=fmt,
     )
 
 
 def staged_and_direct(
-    db: TestDatabase, moto: MotoServer, bucket: str, columns: str, **options: Any
+    db: TestDatabase,
+    moto: MotoServer,
+    bucket: str,
+    ddl: str,
+    planned_direct: bool = True,
+    **options: Any,
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """The rows of the input loaded staged, then loaded direct (each into its own table)."""
+    """The rows of the input loaded staged, then loaded with direct asked for (each into its own
+    table; ``planned_direct``: whether planning must take it as stored)."""
     options.setdefault("file_format", HEADER)
-    load(db, moto, bucket, "staged", columns, direct=False, **options)
-    load(db, moto, bucket, "direct", columns, direct=True, **options)
+    for table, direct, expected in (("staged", False, False), ("direct", True, planned_direct)):
+        create_and_load(
+            db, moto, bucket, table, ddl, direct=direct, expect_direct=expected, **options
+        )
     return rows(db, "staged"), rows(db, "direct")
 
 
@@ -217,7 +210,7 @@ def test_a_stray_quote_in_a_later_range_names_the_objects_line(
     put(moto_server, s3_bucket, "in/a.csv", ("id,note,n\n" + lines).encode())
 
     with pytest.raises(ChunkLoadError) as failure:
-        load(
+        create_and_load(
             mysql_db,
             moto_server,
             s3_bucket,
@@ -257,7 +250,9 @@ def test_a_non_ascii_delimiter_loads_as_staged_or_is_staged(
     fmt = FileFormat(header=True, delimiter="§", encoding=encoding)
     columns = "id int PRIMARY KEY, note text, n int"
 
-    load(mysql_db, moto_server, s3_bucket, "staged", columns, direct=False, file_format=fmt)
+    create_and_load(
+        mysql_db, moto_server, s3_bucket, "staged", columns, direct=False, file_format=fmt
+    )
     mysql_db.query(f"CREATE TABLE direct ({columns})")
     plan = stage_checked(mysql_db, moto_server, s3_bucket, "direct", direct=True, file_format=fmt)
     load_staged(mysql_db, plan, "direct")
@@ -289,7 +284,7 @@ def test_a_null_into_not_null_in_a_keyless_table_names_its_own_line(
     put(moto_server, s3_bucket, "in/a.csv", b'note,n\nx,1\n"",1\n,1\n')
 
     with pytest.raises(ChunkLoadError) as failure:
-        load(
+        create_and_load(
             mysql_db,
             moto_server,
             s3_bucket,

@@ -10,39 +10,18 @@ and passes once the break is fixed.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError
 from airflow_bulkload.staging.manifest import FileFormat
-from airflow_bulkload.staging.stager import StageResult
 from tests.harness import MotoServer, TestDatabase
-from tests.support.staging import load_staged, stage_checked
+from tests.support.staging import create_and_load, load_staged, stage_checked
 
 HEADER = FileFormat(header=True)
 
 
 def put(moto: MotoServer, bucket: str, key: str, body: bytes) -> None:
     moto.client("s3").put_object(Bucket=bucket, Key=key, Body=body)
-
-
-def load(
-    db: TestDatabase,
-    moto: MotoServer,
-    bucket: str,
-    table: str,
-    ddl: str,
-    *,
-    direct: bool,
-    **options: Any,
-) -> StageResult:
-    """Create ``table`` and stage (``direct`` asked or not) and load the input under ``in/``."""
-    db.query(f"CREATE TABLE {table} ({ddl})")
-    staged = stage_checked(db, moto, bucket, table, direct=direct, **options)
-    assert staged.manifest is not None
-    load_staged(db, staged, table)
-    return staged
 
 
 def test_a_header_renamed_by_columns_is_not_refused_for_two_cases_of_one_name(
@@ -68,7 +47,7 @@ def test_a_header_renamed_by_columns_is_not_refused_for_two_cases_of_one_name(
     ddl = "id int PRIMARY KEY, note text, extra text"
     columns = ["id", "note", "extra"]
 
-    load(
+    create_and_load(
         any_db,
         moto_server,
         s3_bucket,
@@ -80,7 +59,7 @@ def test_a_header_renamed_by_columns_is_not_refused_for_two_cases_of_one_name(
     )
     assert any_db.query("SELECT id, note, extra FROM staged") == [(1, "a", "b")]  # the reference
 
-    load(
+    create_and_load(
         any_db,
         moto_server,
         s3_bucket,
@@ -117,7 +96,7 @@ def test_columns_naming_one_column_in_two_cases_never_merge_two_fields_on_mysql(
     put(moto_server, s3_bucket, "in/a.csv", body)
 
     with pytest.raises(BulkLoadError):
-        load(
+        create_and_load(
             mysql_db,
             moto_server,
             s3_bucket,
@@ -158,7 +137,7 @@ def test_a_null_record_of_a_one_column_input_is_not_traced_to_a_line_holding_tex
     put(moto_server, s3_bucket, "in/a.csv", b"n\nNULL\nx\n\ny\n")
 
     with pytest.raises(ChunkLoadError) as failure:
-        load(
+        create_and_load(
             any_db,
             moto_server,
             s3_bucket,
