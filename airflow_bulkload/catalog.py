@@ -358,10 +358,6 @@ class EngineTraits:
     #: the ``client`` method loads through ``LOAD DATA LOCAL INFILE`` (the server's
     #: ``local_infile`` must be on)
     client_load_uses_local_infile: bool
-    #: the ``client`` loader reads CSV as staging reads it (a quoted empty string apart from
-    #: NULL, CRLF or LF line ends), itself or by rewriting the stream in flight, so input
-    #: needing no rewrite loads as stored, unstaged
-    loads_csv_as_written: bool = False
     #: the load methods where the server pulls a chunk from S3 itself
     server_side_methods: tuple[str, ...] = ()
     #: column names match in any case (a header ``NAME`` loads into column ``name``)
@@ -391,7 +387,6 @@ POSTGRES_TRAITS = EngineTraits(
     foreign_keys_checked_on_load=False,
     has_checkpoint=True,
     client_load_uses_local_infile=False,
-    loads_csv_as_written=True,
     server_side_methods=("rds_s3",),
 )
 MYSQL_TRAITS = EngineTraits(
@@ -403,7 +398,6 @@ MYSQL_TRAITS = EngineTraits(
     foreign_keys_checked_on_load=True,
     has_checkpoint=False,
     client_load_uses_local_infile=True,
-    loads_csv_as_written=True,  # through dialects/mysql/stored_csv
     server_side_methods=("aurora_s3",),
     case_insensitive_columns=True,
     load_sessions_per_vcpu=10 / 16,  # 10 threads on 16 vCPUs measured best

@@ -32,10 +32,7 @@ from airflow_bulkload.s3io import (
     s3_error_code,
     s3_region,
 )
-from airflow_bulkload.staging.direct import (
-    DirectChunkStream,
-    open_chunk_stream,
-)
+from airflow_bulkload.staging.direct import DirectChunkStream, open_chunk_stream
 from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 from airflow_bulkload.table_state import primary_key_of_snapshot
 

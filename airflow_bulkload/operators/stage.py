@@ -117,8 +117,8 @@ class StageToS3Operator(StagingWorkerOperator):
         needs rewriting (see :mod:`~airflow_bulkload.staging.direct`): with the ``client`` method,
         for CSV with no sort and no ``max_errors`` (on MySQL: ``sort_by_primary_key=False`` or
         ``"presorted"``; its stream is rewritten in flight where ``LOAD DATA`` reads CSV
-        otherwise, see :mod:`~airflow_bulkload.dialects.mysql.stored_csv`). ``"auto"`` (default) does so where it can and stages elsewhere; ``True``
-        also warns where it cannot; ``False`` always stages (staging also normalises CSV that
+        otherwise, see :mod:`~airflow_bulkload.dialects.mysql.stored_csv`). ``"auto"``
+        (default) does so where it can and stages elsewhere; ``True`` also warns where it cannot; ``False`` always stages (staging also normalises CSV that
         COPY would read differently, e.g. a stray quote inside an unquoted value). Only
         ``manifest.json`` is written under the staging prefix when the input loads as stored.
     :param quoted_newlines: quoted values may hold line ends (default ``True``): direct objects
@@ -242,7 +242,11 @@ class StageToS3Operator(StagingWorkerOperator):
         return value
 
     def _direct(self) -> bool:
-        """Whether staging may load the input as stored: the engine's side of the decision."""
+        """Whether staging may load the input as stored: the method's side of the decision.
+
+        Both engines' ``client`` loaders read CSV as staging does (MySQL's through
+        :mod:`~airflow_bulkload.dialects.mysql.stored_csv`); the input's side is planning's.
+        """
         wanted = parse_flag(self.direct, "direct")
         if wanted is False:
             return False
@@ -250,16 +254,7 @@ class StageToS3Operator(StagingWorkerOperator):
         if self.load_method != "client":
             reasons.append(f"the {self.load_method} method loads staged chunks")
         if not self.conn_id:
-            reasons.append("no conn_id to tell the engine")
-        else:
-            from airflow_bulkload.hooks.bulk_load import BulkLoadHook
-
-            traits = BulkLoadHook(conn_id=str(self.conn_id)).dialect.traits
-            if not traits.loads_csv_as_written:
-                reasons.append(
-                    f"{traits.engine}'s loader cannot read every CSV as written (a quoted empty "
-                    "string apart from NULL, CRLF line ends)"
-                )
+            reasons.append("no conn_id to read the table's columns from")
         if reasons:
             # "auto" stages quietly where it cannot load as stored; an explicit True is told why
             say = self.log.warning if wanted else self.log.info

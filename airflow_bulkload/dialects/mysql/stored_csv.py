@@ -21,10 +21,10 @@ quote in a block opens or closes a quoted value, or is one half of a doubled quo
 quotes before a byte tell whether it is inside one.
 
 **How, at C speed.** A block is split at its quotes; the pieces alternate between outside and
-inside quoted values (a doubled quote is a close and a reopen with nothing between). The inside
-pieces are blanked and the block joined again, so quotes stay as markers of "a quoted value is
-here"; the substitutions run over that text, and the outside pieces are put back between the
-untouched inside ones. A block without quotes (most CSV) is one substitution pass; a block with
+inside quoted values (a doubled quote is a close and a reopen with nothing between). The outside
+pieces are joined with one quote between each two, a marker of "a quoted value is here" that no
+substitution matches; the substitutions run over that text, and the rewritten outside pieces are
+put back between the untouched inside ones. A block without quotes (most CSV) is one substitution pass; a block with
 quotes is rewritten in 64 KB slices, each cut at a quote. Memory: a few copies of one block.
 
 **Latin-1.** MySQL's ``latin1`` is Windows-1252: bytes 0x80-0x9F (C1 controls in ISO-8859-1)
@@ -36,14 +36,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from airflow_bulkload.exceptions import ChunkLoadError, InvalidFileFormatError
 from airflow_bulkload.s3io import READ_BUFFER_BYTES, ChunkStream
 from airflow_bulkload.staging.manifest import FileFormat
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
 
 #: the NULL marker ``LOAD DATA`` reads itself (unquoted) when fields may be enclosed
 NATIVE_NULL = "NULL"
@@ -183,7 +179,3 @@ class StoredCsvStream(ChunkStream):
             raise ChunkLoadError(
                 self.source, str(exc), expected="text in the declared encoding"
             ) from exc
-
-    def __iter__(self) -> Iterator[bytes]:
-        while data := self.read(READ_BUFFER_BYTES):
-            yield data
