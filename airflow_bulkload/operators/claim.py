@@ -213,19 +213,9 @@ class PreflightAndClaimOperator(TableClaimSteps, PreflightCheckOperator):
         self.reload = reload
 
     def validate(self) -> None:
-        """Pre-flight's checks and the claim's (``ValueError``), before anything is read.
-
-        A manifest given as chunk dicts is refused: the withdraw reads the manifest's S3 URI,
-        and a claim that skipped it could load a superseded input's rows a second time.
-        """
+        """Pre-flight's checks and the claim's (``ValueError``), before anything is read."""
         super().validate()
         self._check_claim_arguments()
-        if self.manifest and not isinstance(self.manifest, str):
-            raise ValueError(
-                f"{self.task_id}: manifest must be the staged input's manifest URI "
-                f"(s3://.../manifest.json), which the withdraw reads, not "
-                f"{type(self.manifest).__name__}"
-            )
 
     def execute(self, context: Context) -> Any:
         checked = super().execute(context)

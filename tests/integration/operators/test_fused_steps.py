@@ -153,21 +153,6 @@ def test_preflight_refuses_a_reload_that_is_not_one_before_reading_anything(
     TableStateHook(conn_id=pg_db.conn_id).restore("notes", load_id="backfill")
 
 
-def test_preflight_refuses_a_manifest_its_withdraw_cannot_read(pg_db: TestDatabase) -> None:
-    """Chunk dicts are pre-flight's input, not the withdraw's (it reads the manifest's URI): a
-    claim without the withdraw could load a superseded input's rows twice."""
-    from airflow.sdk.exceptions import AirflowFailException
-
-    create_notes(pg_db)
-    chunks = [{"uri": "s3://b/k/chunk-0.csv.gz", "rows": 1, "bytes": 10}]
-    step = preflight_step(pg_db, "tonight", manifest=chunks)
-    with pytest.raises(AirflowFailException, match="manifest URI"):
-        step.execute(context())  # type: ignore[arg-type]
-    other = claim_step(pg_db, "backfill")  # nothing was claimed
-    assert other.execute(context())["load_id"] == "backfill"  # type: ignore[arg-type]
-    TableStateHook(conn_id=pg_db.conn_id).restore("notes", load_id="backfill")
-
-
 def indexes(db: TestDatabase) -> set[str]:
     if db.engine == "postgres":
         return {
