@@ -3,8 +3,8 @@
 ::
 
     stage [─► stage_group x N (mapped), for input above stage_group_size]
-          ─► preflight (after groups, first the input's manifest from theirs; then it claims
-             the table and withdraws superseded chunks)
+          ─► preflight (after groups, first the input's manifest from theirs)
+          ─► claim_table (and withdraw superseded chunks)
           ─► enter_bulk_mode (setup) and prepare_table (setup), side by side
           ─► load x N (mapped, a batch of chunks each) ─► finalize_table (and CHECKPOINT)
           ─► report, restore_table (teardown) and exit_bulk_mode (teardown), side by side
@@ -15,15 +15,14 @@ swapped parameter group), so there ``prepare_table`` waits for ``enter_bulk_mode
 ``exit_bulk_mode`` for ``restore_table``, as a reboot must not break their DDL.
 
 Steps that need no task of their own run inside their neighbour (each Airflow task costs seconds
-to start): ``preflight`` also does ``ClaimTableOperator``'s and
-``WithdrawSupersededChunksOperator``'s work once its advice passes, and ``finalize_table`` ends
-with ``CheckpointOperator``'s ``CHECKPOINT``; those operators stay for DAGs that wire the stages
-themselves.
+to start): ``claim_table`` also does ``WithdrawSupersededChunksOperator``'s work and
+``finalize_table`` ends with ``CheckpointOperator``'s ``CHECKPOINT``; those operators stay for
+DAGs that wire the stages themselves.
 
 Every task is idempotent, so a retry, a cleared task or a re-run of the same DAG run picks up
 where the last attempt stopped: staging finds its manifest, the chunk ledger skips committed
 chunks, table preparation finds its saved state, and bulk mode re-claims its own lease. When the
-input was corrected after a failed attempt, staging writes a new manifest and ``preflight``
+input was corrected after a failed attempt, staging writes a new manifest and ``claim_table``
 first takes the failed attempt's committed rows back out, so no row is loaded twice.
 The teardowns run whatever failed in between, so the table gets its indexes back and the server
 leaves bulk mode.
@@ -42,6 +41,7 @@ from airflow.sdk.definitions.taskgroup import TaskGroup as _TaskGroup
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.modes import APPEND
 from airflow_bulkload.operators import (
+    ClaimTableOperator,
     EnterBulkModeOperator,
     ExitBulkModeOperator,
     FinalizeTableOperator,
@@ -52,7 +52,6 @@ from airflow_bulkload.operators import (
     RestoreTableOperator,
 )
 from airflow_bulkload.operators.bulk_mode import RenewBulkModeLease
-from airflow_bulkload.operators.claim import PreflightAndClaimOperator
 from airflow_bulkload.operators.report import record_end, record_start
 from airflow_bulkload.operators.stage_groups import DEFAULT_GROUP_SIZE
 from airflow_bulkload.pipeline_args import (
@@ -173,9 +172,8 @@ def bulk_load_table(
         and of each ``stage_group`` task (a group is staged again from scratch).
         Bad data fails a chunk at once, without retries; retries are for lost connections.
     :param load_retry_delay: wait before a chunk load's retry.
-    :param table_claim_timeout: how long ``preflight`` waits to claim the table while another
-        load (a backfill beside the nightly run, say) holds it, before failing with the holder's
-        name.
+    :param table_claim_timeout: how long ``claim_table`` waits while another load (a backfill
+        beside the nightly run, say) holds the table, before failing with the holder's name.
     :param outlets: Assets the load updates (on the report task, which runs when it succeeded).
     :param reboot_policy: RDS bulk mode: ``"never"`` (default) or ``"allowed"``.
     :param reload: replace what this DAG loaded for the run's date: every chunk it committed for
@@ -305,14 +303,9 @@ def bulk_load_table(
             "manifest": manifest_uri,
         }
         moded: dict[str, Any] = {"mode": mode, "upsert_keys": upsert_keys}
-        # claim once the advice passes, in the same task (a task launch fewer), and before bulk
-        # mode (a load waiting for the table must not hold the server in it); then take back
-        # what a superseded input of this load committed. A dry run claims nothing.
-        claim: dict[str, Any] = {"claim_timeout": table_claim_timeout.total_seconds()}
-        preflight = (PreflightCheckOperator if dry_run else PreflightAndClaimOperator)(
+        preflight = PreflightCheckOperator(
             task_id="preflight",
             **staged,
-            **({} if dry_run else claim | {"deferrable": deferrable, "reload": reload}),
             db_instance_identifier=rds_instance,
             db_cluster_identifier=rds_cluster,
             vcpus=vcpus,
@@ -353,7 +346,18 @@ def bulk_load_table(
             )
             describe_tasks(group)
             return group
-        stage >> preflight
+        # claim first: a load waiting for the table must not hold the server in bulk mode; then,
+        # in the same task, take back what a superseded input of this load committed
+        claim = ClaimTableOperator(
+            task_id="claim_table",
+            claim_timeout=table_claim_timeout.total_seconds(),
+            deferrable=deferrable,
+            reload=reload,
+            mode=mode,
+            **staged,
+            **timing,
+        )
+        stage >> preflight >> claim
 
         prepare = PrepareTableOperator(
             task_id="prepare_table",
@@ -447,6 +451,7 @@ def bulk_load_table(
             "stage": stage.task_id,
             **staging_tasks,
             "preflight": preflight.task_id,
+            "claim_table": claim.task_id,
             **({"enter_bulk_mode": enter.task_id} if enter else {}),
             "prepare_table": prepare.task_id,
             "load": load.task_id,
@@ -468,9 +473,9 @@ def bulk_load_table(
         # a reboot under prepare's or restore's DDL would break it, and a reboot there follows
         # the instance's shared state (another holder's reboot policy or swap), not only ours.
         may_reboot = bulk_target.is_rds
-        preflight >> prepare
+        claim >> prepare
         if enter:
-            preflight >> enter
+            claim >> enter
             if may_reboot:
                 enter >> prepare
             enter >> load
@@ -479,7 +484,7 @@ def bulk_load_table(
         # dropping some indexes, enter after changing some settings): the default teardown rule
         # would skip them when their setup failed.
         restore.as_teardown(setups=prepare)
-        preflight >> restore  # releases the claim also when enter_bulk_mode or prepare failed
+        claim >> restore  # releases the claim also when enter_bulk_mode or prepare failed
         restore.trigger_rule = "all_done"  # type: ignore[assignment]
         finalize >> restore
         if enter and exit_:

@@ -32,12 +32,14 @@ TASK_DOCS: dict[str, str] = {
         "**Pre-flight advice** from the table, the server and the input (after staging in "
         "groups, it first writes the input's manifest from the groups'): primary key, "
         "secondary indexes, foreign keys, storage, parallelism. Warnings are in the log; a "
-        "finding at the `fail_on` level fails the run before anything changes. Then, in the "
-        "same task, **claim the table** for this run (a second load of the same table waits or "
-        "fails naming the holder; released by `restore_table`) and **take back the chunks a "
+        "finding at the `fail_on` level fails the run before anything changes."
+    ),
+    "claim_table": (
+        "**Claim the table** for this run (a second load of the same table waits or fails "
+        "naming the holder; released by `restore_table`), then **take back the chunks a "
         "superseded input of this load committed** (a failed attempt's input since corrected, "
         "or with `reload` every chunk of this date), so the table never holds a row twice. The "
-        "ledger says which rows those are. A dry run claims nothing."
+        "ledger says which rows those are."
     ),
     "enter_bulk_mode": (
         "**Switch the server to bulk settings** (RDS parameter group, `ALTER SYSTEM`, "

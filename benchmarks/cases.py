@@ -523,15 +523,15 @@ with DAG(
 ) as dag:
     staged = plan.override(task_id="stage")()
     groups = stage_group.expand(group=staged)  # maps to nothing: skipped, never started
-    batches = preflight()  # the pipeline's preflight also claims the table
+    batches = preflight()
+    claim = noop.override(task_id="claim_table")()
     setup = [noop.override(task_id=name)() for name in {setup!r}]
     loads = load.expand(chunk=batches)
     finalize = noop.override(task_id="finalize_table")()
     after = [noop.override(task_id=n, trigger_rule="all_done")() for n in {after!r}]
-    chain(staged, groups, batches, setup, loads, finalize, after)
+    chain(staged, groups, batches, claim, setup, loads, finalize, after)
 """
-#: the pipeline's tasks that run side by side after preflight (and its claim), and after
-#: finalize_table
+#: the pipeline's tasks that run side by side after the claim, and after finalize_table
 FLOOR_SETUP_TASKS = ("enter_bulk_mode", "prepare_table")
 FLOOR_AFTER_TASKS = ("report", *TEARDOWN_TASKS)
 

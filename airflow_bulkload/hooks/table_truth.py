@@ -81,7 +81,7 @@ class TableTruthMixin:
             f"{ref} has no primary or unique key and was truncated, re-created or rebuilt since "
             f"s3://…/{entry.chunk_key} loaded (generation {entry.generation} -> {generation}), "
             "and it is not empty: whether that chunk's rows are still there cannot be told. "
-            "Clear the pipeline's preflight task, whose withdraw compares row counts (or run "
+            "Clear the pipeline's claim_table task, whose withdraw compares row counts (or run "
             "WithdrawSupersededChunksOperator), or delete the rows and the chunk's ledger entry "
             "by hand"
         )

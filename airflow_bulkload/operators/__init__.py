@@ -2,7 +2,7 @@
 
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.operators.bulk_mode import EnterBulkModeOperator, ExitBulkModeOperator
-from airflow_bulkload.operators.claim import ClaimTableOperator, PreflightAndClaimOperator
+from airflow_bulkload.operators.claim import ClaimTableOperator
 from airflow_bulkload.operators.load_chunk import LoadChunkOperator
 from airflow_bulkload.operators.preflight import PreflightCheckOperator
 from airflow_bulkload.operators.report import LoadReportOperator
@@ -32,7 +32,6 @@ __all__ = [
     "LoadChunkOperator",
     "LoadReportOperator",
     "PlanStagingOperator",
-    "PreflightAndClaimOperator",
     "PreflightCheckOperator",
     "PrepareTableOperator",
     "RestoreTableOperator",

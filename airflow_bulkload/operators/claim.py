@@ -1,8 +1,4 @@
-"""The table is this load's before anything changes on the server.
-
-ClaimTableOperator claims it; PreflightAndClaimOperator runs pre-flight, then the claim, in one
-task.
-"""
+"""ClaimTableOperator: the table is this load's before anything changes on the server."""
 
 from __future__ import annotations
 
@@ -16,92 +12,13 @@ from airflow.sdk import Context, conf
 from airflow_bulkload.exceptions import BulkLoadError, TableClaimedError
 from airflow_bulkload.hooks.load_modes import LoadModesHook
 from airflow_bulkload.modes import APPEND
-from airflow_bulkload.operators.preflight import PreflightCheckOperator
-from airflow_bulkload.operators.table import LoadIdentity, _TableOperator
+from airflow_bulkload.operators.table import _TableOperator
 from airflow_bulkload.operators.validation import validate_or_fail
 from airflow_bulkload.operators.withdraw import check_withdraw_arguments, withdraw_superseded
 from airflow_bulkload.triggers.db_waits import TableClaimTrigger
 
 
-class TableClaimSteps(LoadIdentity):
-    """Claim the table, then take back the chunks a superseded input of this load committed.
-
-    The wait for another load's claim is in the task or deferred. Shared by
-    :class:`ClaimTableOperator` and :class:`PreflightAndClaimOperator`.
-    """
-
-    claim_timeout: float
-    deferrable: bool
-    poll_interval: float
-    manifest: Any
-    reload: bool | str
-    mode: str
-    log: Any
-
-    def _check_claim_arguments(self) -> None:
-        check_withdraw_arguments(self.reload, self.mode)
-
-    def _then_withdraw(
-        self, context: Context, hook: LoadModesHook, claimed: dict[str, Any]
-    ) -> dict[str, Any]:
-        if not isinstance(self.manifest, str) or not self.manifest:
-            return claimed
-        withdrawn = withdraw_superseded(
-            self,  # type: ignore[arg-type]  # an operator on the table
-            context,
-            manifest=self.manifest,
-            reload=self.reload,
-            mode=self.mode,
-            hook=hook,
-        )
-        return {**claimed, "withdraw": withdrawn}
-
-    def _claim_or_defer(self, context: Context) -> dict[str, Any]:
-        """Claim and withdraw; a deferrable wait for a held table is deferred.
-
-        The wait goes to :class:`TableClaimTrigger`; the task resumes in ``execute_complete``.
-        """
-        load_id = self.resolved_load_id(context)
-        hook = self.hook()
-        if not (self.deferrable and self.claim_timeout > 0):
-            claimed = hook.claim(
-                self.table,
-                load_id=load_id,
-                timeout=self.claim_timeout,
-                poll_interval=self.poll_interval,
-            )
-            return self._then_withdraw(context, hook, claimed)
-        try:
-            claimed = hook.claim(self.table, load_id=load_id)
-        except TableClaimedError as exc:
-            self.log.info("%s; deferring the wait (up to %.0f s)", exc, self.claim_timeout)
-        else:
-            return self._then_withdraw(context, hook, claimed)
-        self.defer(  # type: ignore[attr-defined]  # an operator's
-            trigger=TableClaimTrigger(
-                conn_id=self.conn_id,
-                table=self.table,
-                load_id=load_id,
-                deadline=time.time() + self.claim_timeout,
-                poll_interval=self.poll_interval,
-            ),
-            method_name="execute_complete",
-            timeout=timedelta(seconds=self.claim_timeout + 60),
-        )
-        raise AssertionError("defer() raises")  # pragma: no cover
-
-    def _claimed_after_wait(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        """After :class:`TableClaimTrigger` took the claim: take it as this task's own."""
-        if event.get("status") == "timeout":
-            raise TableClaimedError(str(event.get("message")))
-        if event.get("status") != "done":
-            raise BulkLoadError(f"waiting for the claim on {self.table} failed: {event}")
-        hook = self.hook()
-        claimed = hook.claim(self.table, load_id=self.resolved_load_id(context))
-        return self._then_withdraw(context, hook, claimed)
-
-
-class ClaimTableOperator(TableClaimSteps, _TableOperator):
+class ClaimTableOperator(_TableOperator):
     """Claim the table for this load before anything changes on the server.
 
     The claim (a durable row in the state tables) says which load may strip the table; a second
@@ -156,88 +73,54 @@ class ClaimTableOperator(TableClaimSteps, _TableOperator):
 
         Run by ``execute`` with the templated fields rendered.
         """
-        self._check_claim_arguments()
+        check_withdraw_arguments(self.reload, self.mode)
+
+    def _then_withdraw(
+        self, context: Context, hook: LoadModesHook, claimed: dict[str, Any]
+    ) -> dict[str, Any]:
+        if not self.manifest:
+            return claimed
+        withdrawn = withdraw_superseded(
+            self, context, manifest=self.manifest, reload=self.reload, mode=self.mode, hook=hook
+        )
+        return {**claimed, "withdraw": withdrawn}
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
-        return self._claim_or_defer(context)
+        load_id = self.resolved_load_id(context)
+        hook = self.hook()
+        if not (self.deferrable and self.claim_timeout > 0):
+            claimed = hook.claim(
+                self.table,
+                load_id=load_id,
+                timeout=self.claim_timeout,
+                poll_interval=self.poll_interval,
+            )
+            return self._then_withdraw(context, hook, claimed)
+        try:
+            claimed = hook.claim(self.table, load_id=load_id)
+        except TableClaimedError as exc:
+            self.log.info("%s; deferring the wait (up to %.0f s)", exc, self.claim_timeout)
+        else:
+            return self._then_withdraw(context, hook, claimed)
+        self.defer(
+            trigger=TableClaimTrigger(
+                conn_id=self.conn_id,
+                table=self.table,
+                load_id=load_id,
+                deadline=time.time() + self.claim_timeout,
+                poll_interval=self.poll_interval,
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.claim_timeout + 60),
+        )
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after :class:`TableClaimTrigger` took the claim: take it as this task's own."""
-        return self._claimed_after_wait(context, event)
-
-
-class PreflightAndClaimOperator(TableClaimSteps, PreflightCheckOperator):
-    """Pre-flight, then, when it passes, claim the table and take back superseded chunks.
-
-    What :class:`~airflow_bulkload.operators.preflight.PreflightCheckOperator` and
-    :class:`ClaimTableOperator` (given ``manifest``) do one after the other, in one task.
-
-    The pipeline runs it as ``preflight``, saving a task launch on the way to the first loaded
-    row. A failing pre-flight claims nothing. The claim is taken after the advice, so a load
-    waiting for another never holds the server in bulk mode; after a deferred wait the advice is
-    taken again, on the table as the other load left it. The result is pre-flight's (the load
-    batches with ``load_batch_size``); the claim and withdraw are logged.
-
-    Takes every argument of pre-flight (``manifest``: the staged input's manifest URI, which
-    the withdraw reads too; ``mode``: the withdraw's too), and the claim's:
-
-    :param load_id: the load id shared with prepare/finalize/restore (default as theirs).
-    :param claim_timeout: seconds to wait for another load's claim.
-    :param deferrable: wait for the claim in the triggerer, holding no worker slot.
-    :param poll_interval: seconds between the wait's checks.
-    :param reload: as the withdraw operator's ``reload`` (templated).
-    """
-
-    template_fields: Sequence[str] = (
-        *PreflightCheckOperator.template_fields,
-        "load_id",
-        "reload",
-    )
-
-    def __init__(
-        self,
-        *,
-        load_id: str | None = None,
-        claim_timeout: float = 0.0,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        poll_interval: float = 5.0,
-        reload: bool | str = False,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.load_id = load_id
-        self.claim_timeout = claim_timeout
-        self.deferrable = deferrable
-        self.poll_interval = poll_interval
-        self.reload = reload
-
-    def validate(self) -> None:
-        """Pre-flight's checks and the claim's (``ValueError``), before anything is read."""
-        super().validate()
-        self._check_claim_arguments()
-
-    def execute(self, context: Context) -> Any:
-        checked = super().execute(context)
-        self._log_claim(self._claim_or_defer(context))
-        return checked
-
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
-        """Resume after :class:`TableClaimTrigger` took the claim.
-
-        The advice is taken again, on the table as the other load left it, then the claim as
-        this task's own.
-        """
-        checked = super().execute(context)
-        self._log_claim(self._claimed_after_wait(context, event))
-        return checked
-
-    def _log_claim(self, claimed: dict[str, Any]) -> None:
-        withdrawn = claimed.get("withdraw") or {}
-        self.log.info(
-            "claimed %s for load %s; %d superseded chunk(s), %d rows, taken back",
-            self.table,
-            claimed.get("load_id"),
-            len(withdrawn.get("chunks") or []),
-            int(withdrawn.get("rows") or 0),
-        )
+        if event.get("status") == "timeout":
+            raise TableClaimedError(str(event.get("message")))
+        if event.get("status") != "done":
+            raise BulkLoadError(f"waiting for the claim on {self.table} failed: {event}")
+        hook = self.hook()
+        claimed = hook.claim(self.table, load_id=self.resolved_load_id(context))
+        return self._then_withdraw(context, hook, claimed)

@@ -43,29 +43,7 @@ from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import validate_or_fail
 
 
-class LoadIdentity:
-    """The load id and the table-state hook of an operator on one table.
-
-    Needs ``table``, ``conn_id``, ``aws_conn_id`` and ``load_id``; shared by the table steps
-    and the claim.
-    """
-
-    table: str
-    conn_id: str
-    aws_conn_id: str | None
-    load_id: str | None
-
-    def resolved_load_id(self, context: Context) -> str:
-        if self.load_id:
-            return self.load_id
-        when = context.get("logical_date") or context["run_id"]
-        return default_load_id(context["dag"].dag_id, self.table, when)
-
-    def hook(self) -> LoadModesHook:
-        return LoadModesHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
-
-
-class _TableOperator(LoadIdentity, TableTaskOperator):
+class _TableOperator(TableTaskOperator):
     """Shared: the table, its connections and the load id."""
 
     ui_color = "#e8e0f5"
@@ -81,6 +59,15 @@ class _TableOperator(LoadIdentity, TableTaskOperator):
     ) -> None:
         super().__init__(table=table, conn_id=conn_id, aws_conn_id=aws_conn_id, **kwargs)
         self.load_id = load_id
+
+    def resolved_load_id(self, context: Context) -> str:
+        if self.load_id:
+            return self.load_id
+        when = context.get("logical_date") or context["run_id"]
+        return default_load_id(context["dag"].dag_id, self.table, when)
+
+    def hook(self) -> LoadModesHook:
+        return LoadModesHook(conn_id=self.conn_id, aws_conn_id=self.aws_conn_id)
 
 
 class _ModeTableOperator(_TableOperator):

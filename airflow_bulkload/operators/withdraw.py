@@ -108,9 +108,8 @@ def withdraw_superseded(
     """What :class:`WithdrawSupersededChunksOperator` does, for ``operator``'s table.
 
     Through ``hook`` when the caller has one open (default: the operator's own). Also run by
-    :class:`~airflow_bulkload.operators.claim.ClaimTableOperator` given a manifest, and by
-    :class:`~airflow_bulkload.operators.claim.PreflightAndClaimOperator`, right after they take
-    the claim, so the pipeline spends no task launch of its own on it.
+    :class:`~airflow_bulkload.operators.claim.ClaimTableOperator` given a manifest, right after
+    it takes the claim, so the pipeline spends one task launch on both.
     """
     log = operator.log
     table = operator.table

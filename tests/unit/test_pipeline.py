@@ -25,8 +25,7 @@ def pipeline(**arguments: Any) -> DAG:
 
 def test_the_pipeline_wires_reload_and_the_reports_table_check() -> None:
     dag = pipeline(reload="{{ params.reload }}")
-    # pre-flight, then (when it passes) the claim and the withdraw of superseded chunks
-    claim = dag.get_task("load_public_t.preflight")
+    claim = dag.get_task("load_public_t.claim_table")  # claims, then withdraws superseded chunks
     report = dag.get_task("load_public_t.report")
     assert claim.reload == "{{ params.reload }}"  # type: ignore[attr-defined]
     assert claim.manifest is not None  # type: ignore[attr-defined]
@@ -56,13 +55,9 @@ def test_explicit_knobs_are_what_runs_not_the_advice() -> None:
 
 
 def test_the_table_is_claimed_before_bulk_mode_and_released_by_the_teardown() -> None:
-    from airflow_bulkload.operators import PreflightAndClaimOperator
-
     dag = pipeline()
-    claim = dag.get_task("load_public_t.preflight")
-    assert isinstance(claim, PreflightAndClaimOperator)
-    assert claim.claim_timeout == 7200
-    assert "load_public_t.stage" in claim.get_flat_relative_ids(upstream=True)
+    claim = dag.get_task("load_public_t.claim_table")
+    assert "load_public_t.preflight" in claim.upstream_task_ids
     enter = dag.get_task("load_public_t.enter_bulk_mode")
     assert enter.task_id in claim.downstream_task_ids
     assert claim.task_id in enter.get_flat_relative_ids(upstream=True)
@@ -78,7 +73,7 @@ def test_bulk_mode_and_the_tables_preparation_run_side_by_side() -> None:
     finalize_table the report and both teardowns start together."""
     dag = pipeline()
     task = {t.task_id.rsplit(".", 1)[-1]: t for t in dag.tasks}
-    assert {"enter_bulk_mode", "prepare_table"} <= ids(task["preflight"].downstream_task_ids)
+    assert {"enter_bulk_mode", "prepare_table"} <= ids(task["claim_table"].downstream_task_ids)
     assert "prepare_table" not in ids(task["enter_bulk_mode"].downstream_task_ids)
     assert {"enter_bulk_mode", "prepare_table"} <= ids(task["load"].upstream_task_ids)
     assert ids(task["finalize_table"].downstream_task_ids) == {
@@ -88,7 +83,7 @@ def test_bulk_mode_and_the_tables_preparation_run_side_by_side() -> None:
     }
     assert "exit_bulk_mode" not in ids(task["restore_table"].downstream_task_ids)
     # restore_table still follows the claim (to release it), prepare and finalize, whatever ends
-    assert {"preflight", "prepare_table", "finalize_table"} <= ids(
+    assert {"claim_table", "prepare_table", "finalize_table"} <= ids(
         task["restore_table"].upstream_task_ids
     )
     assert {"enter_bulk_mode", "finalize_table"} <= ids(task["exit_bulk_mode"].upstream_task_ids)
@@ -129,7 +124,7 @@ def test_without_bulk_mode_the_claim_leads_to_prepare() -> None:
     dag = pipeline(bulk_mode="off")
     task = {t.task_id.rsplit(".", 1)[-1]: t for t in dag.tasks}
     assert "enter_bulk_mode" not in task and "exit_bulk_mode" not in task
-    assert "prepare_table" in ids(task["preflight"].downstream_task_ids)
+    assert "prepare_table" in ids(task["claim_table"].downstream_task_ids)
     assert ids(task["load"].upstream_task_ids) >= {"prepare_table"}
 
 
@@ -271,7 +266,6 @@ def test_a_dry_run_stages_checks_and_trials_each_chunk_but_changes_nothing() -> 
     assert tasks["load"].partial_kwargs["validate_only"] is True  # type: ignore[attr-defined]
     assert tasks["report"].validate_only is True and not tasks["report"].outlets  # type: ignore[attr-defined]
     assert "load_public_t.preflight" in tasks["load"].upstream_task_ids
-    assert type(tasks["preflight"]).__name__ == "PreflightCheckOperator"  # claims nothing
     assert all(task.doc_md for name, task in tasks.items() if name != "load")
 
 
@@ -336,20 +330,17 @@ def test_a_staging_size_no_run_could_use_is_refused_when_the_dag_is_parsed(
 
 
 def test_steps_without_a_task_of_their_own_run_inside_their_neighbours() -> None:
-    """Each task launch costs seconds: the claim and the withdraw run in preflight, CHECKPOINT
-    in finalize."""
+    """Each task launch costs seconds: withdraw runs in claim_table, CHECKPOINT in finalize."""
     dag = pipeline()
     ids = {task.task_id.rpartition(".")[2] for task in dag.tasks}
     assert "withdraw_superseded" not in ids
-    assert "claim_table" not in ids
     assert "checkpoint" not in ids
     finalize = dag.get_task("load_public_t.finalize_table")
     assert finalize.checkpoint is True  # type: ignore[attr-defined]
     report = dag.get_task("load_public_t.report")
     assert finalize.task_id in report.upstream_task_ids
     assert "load_public_t.restore_table" in finalize.downstream_task_ids
-    assert "preflight" in report.stage_task_ids  # type: ignore[attr-defined]
-    assert "claim_table" not in report.stage_task_ids  # type: ignore[attr-defined]
+    assert "claim_table" in report.stage_task_ids  # type: ignore[attr-defined]
     assert "checkpoint" not in report.stage_task_ids  # type: ignore[attr-defined]
 
 

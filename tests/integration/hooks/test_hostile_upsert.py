@@ -214,8 +214,8 @@ def test_a_run_kept_out_by_the_claim_does_not_drop_the_running_loads_work_table(
     any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
 ) -> None:
     """Run A (2026-11-21) holds the table's claim and has loaded its input into the work
-    table. Run B (2026-11-22) of the same DAG finds the table claimed (preflight's claim times
-    out) and fails; its teardown, restore_table (trigger rule all_done, after preflight),
+    table. Run B (2026-11-22) of the same DAG finds the table claimed (claim_table times out)
+    and fails; its teardown, restore_table (trigger rule all_done, after claim_table),
     calls restore_work_table for load B, which drops ``items__bl_upsert`` whoever filled it,
     and forgets its ledger entries. A's finalize then finds no work table and says "already
     merged": A's input is never merged (its report fails, its rows are lost until a full
@@ -230,9 +230,9 @@ def test_a_run_kept_out_by_the_claim_does_not_drop_the_running_loads_work_table(
     staged = stage(any_db, moto_server, s3_bucket)
     hook = LoadModesHook(conn_id=any_db.conn_id)
     load_a, load_b = "hostile/items/2026-11-21", "hostile/items/2026-11-22"
-    hook.claim("items", load_id=load_a)  # A's claim (in its preflight)
+    hook.claim("items", load_id=load_a)  # A's claim_table
     upsert(any_db, staged, load_id=load_a, finalize=False)  # A's prepare_table and loads
-    # B: its claim fails, then its teardown runs
+    # B: claim_table fails, then its teardown runs
     with pytest.raises(TableClaimedError):
         hook.claim("items", load_id=load_b)
     hook.restore_work_table("items", mode="upsert", load_id=load_b)

@@ -19,11 +19,7 @@ import pytest
 from airflow_bulkload.exceptions import TableClaimedError
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.hooks.table_state import TableStateHook
-from airflow_bulkload.operators import (
-    ClaimTableOperator,
-    LoadChunkOperator,
-    PreflightAndClaimOperator,
-)
+from airflow_bulkload.operators import ClaimTableOperator, LoadChunkOperator
 from tests.harness import MotoServer, TestDatabase, put_chunk, register_dag, unique_name
 
 
@@ -150,36 +146,6 @@ def test_a_deferred_claim_is_taken_when_the_other_load_lets_go(
     assert states == {"claim_table": "success"}, states
     assert deferred
     # the claim is this load's now: another load is refused, naming it
-    with pytest.raises(TableClaimedError, match="this load"):
-        hook.claim("t", load_id="a third load")
-    hook.restore("t", load_id="this load")
-
-
-def test_preflight_defers_its_claim_and_resumes_with_the_advice_taken_again(
-    airflow_db: Path, pg_db: TestDatabase
-) -> None:
-    """The pipeline's preflight claims once its advice passes: a held table defers the wait,
-    and the resumed task is pre-flight's (its plan pushed again) with the claim its own."""
-    pg_db.query("CREATE TABLE t (id INT PRIMARY KEY)")
-    hook = TableStateHook(conn_id=pg_db.conn_id)
-    hook.claim("t", load_id="the other load")
-
-    states, deferred = _run(
-        lambda: PreflightAndClaimOperator(
-            task_id="preflight",
-            table="t",
-            conn_id=pg_db.conn_id,
-            load_id="this load",
-            claim_timeout=60,
-            deferrable=True,
-            poll_interval=0.5,
-            fail_on=None,
-        ),
-        release=lambda: hook.restore("t", load_id="the other load"),
-    )
-
-    assert states == {"preflight": "success"}, states
-    assert deferred
     with pytest.raises(TableClaimedError, match="this load"):
         hook.claim("t", load_id="a third load")
     hook.restore("t", load_id="this load")

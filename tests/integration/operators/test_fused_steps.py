@@ -1,6 +1,5 @@
-"""Steps the pipeline runs inside a neighbour's task: the claim and the withdraw in ``preflight``
-(``PreflightAndClaimOperator``), CHECKPOINT in ``finalize_table``. Each must do exactly what its
-own operator does, and hold up to a retry."""
+"""Steps the pipeline runs inside a neighbour's task: withdraw in ``claim_table``, CHECKPOINT in
+``finalize_table``. Each must do exactly what its own operator does, and hold up to a retry."""
 
 from __future__ import annotations
 
@@ -10,14 +9,10 @@ from typing import Any
 
 import pytest
 
-from airflow_bulkload.exceptions import PreflightFailedError, TableClaimedError
+from airflow_bulkload.exceptions import TableClaimedError
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.hooks.table_state import TableStateHook
-from airflow_bulkload.operators import (
-    ClaimTableOperator,
-    FinalizeTableOperator,
-    PreflightAndClaimOperator,
-)
+from airflow_bulkload.operators import ClaimTableOperator, FinalizeTableOperator
 from tests.harness import MotoServer, TestDatabase
 from tests.integration.hooks.test_withdraw_superseded import (
     create_notes,
@@ -27,20 +22,14 @@ from tests.integration.hooks.test_withdraw_superseded import (
 
 
 def context() -> dict[str, Any]:
-    """What the operators read of a task's context: the DAG id, the run and XCom pushes."""
-    pushed: dict[str, Any] = {}
-    return {
-        "dag": SimpleNamespace(dag_id="nightly"),
-        "run_id": "scheduled__2026-11-21",
-        "ti": SimpleNamespace(xcom_push=lambda key, value: pushed.__setitem__(key, value)),
-        "pushed": pushed,
-    }
+    """What the operators read of a task's context: the DAG id and the run."""
+    return {"dag": SimpleNamespace(dag_id="nightly"), "run_id": "scheduled__2026-11-21"}
 
 
 def claim_step(
     db: TestDatabase, load_id: str, manifest: str | None = None, **more: Any
 ) -> ClaimTableOperator:
-    """``ClaimTableOperator`` on ``notes``: with a manifest, it withdraws too."""
+    """The pipeline's ``claim_table`` of ``notes``: with a manifest, it withdraws too."""
     return ClaimTableOperator(
         task_id="claim_table",
         table="notes",
@@ -94,63 +83,6 @@ def test_a_refused_second_input_fails_the_claim_task_and_the_teardown_releases_i
     assert again.execute(context())["withdraw"]["rows"] == 300  # type: ignore[arg-type]
     assert pg_db.query("SELECT count(*) FROM notes") == [(0,)]
     TableStateHook(conn_id=pg_db.conn_id).restore("notes", load_id="tomorrow")
-
-
-def preflight_step(db: TestDatabase, load_id: str, **more: Any) -> PreflightAndClaimOperator:
-    """The pipeline's ``preflight`` of ``notes``: the advice, then the claim and the withdraw."""
-    return PreflightAndClaimOperator(
-        task_id="preflight", table="notes", conn_id=db.conn_id, load_id=load_id, **more
-    )
-
-
-def test_preflight_claims_then_takes_back_a_failed_attempts_rows_and_returns_its_batches(
-    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
-) -> None:
-    committed, second = failed_then_corrected(any_db, moto_server, s3_bucket, tmp_path)
-    step = preflight_step(
-        any_db, "tonight", manifest=second.manifest_uri, load_batch_size="2GB", fail_on=None
-    )
-    ctx = context()
-    batches = step.execute(ctx)  # type: ignore[arg-type]
-    # pre-flight's own result: every chunk of the manifest, dealt into batches, once
-    dealt = [chunk["uri"] for batch in batches for chunk in batch]
-    assert sorted(dealt) == sorted(c.uri for c in second.manifest.chunks)
-    assert "plan_parallelism" in ctx["pushed"]
-    assert any_db.query("SELECT count(*) FROM notes") == [(0,)]  # the failed attempt's rows
-    assert committed > 0
-    with pytest.raises(TableClaimedError, match="tonight"):
-        claim_step(any_db, "backfill").execute(context())  # type: ignore[arg-type]
-    # a retry of the task: the claim is its own, nothing is left to take back
-    assert step.execute(context()) == batches  # type: ignore[arg-type]
-    TableStateHook(conn_id=any_db.conn_id).restore("notes", load_id="tonight")
-
-
-def test_a_failing_preflight_claims_nothing_and_withdraws_nothing(
-    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
-) -> None:
-    committed, second = failed_then_corrected(any_db, moto_server, s3_bucket, tmp_path)
-    step = preflight_step(any_db, "tonight", manifest=second.manifest_uri, fail_on="info")
-    with pytest.raises(PreflightFailedError):
-        step.execute(context())  # type: ignore[arg-type]
-    assert any_db.query("SELECT count(*) FROM notes") == [(committed,)]
-    # the table is free: another load takes it
-    other = claim_step(any_db, "backfill")
-    assert other.execute(context())["load_id"] == "backfill"  # type: ignore[arg-type]
-    TableStateHook(conn_id=any_db.conn_id).restore("notes", load_id="backfill")
-
-
-def test_preflight_refuses_a_reload_that_is_not_one_before_reading_anything(
-    pg_db: TestDatabase,
-) -> None:
-    create_notes(pg_db)
-    from airflow.sdk.exceptions import AirflowFailException
-
-    step = preflight_step(pg_db, "tonight", reload="perhaps")
-    with pytest.raises(AirflowFailException, match="reload must be"):
-        step.execute(context())  # type: ignore[arg-type]
-    other = claim_step(pg_db, "backfill")
-    assert other.execute(context())["load_id"] == "backfill"  # type: ignore[arg-type]
-    TableStateHook(conn_id=pg_db.conn_id).restore("notes", load_id="backfill")
 
 
 def indexes(db: TestDatabase) -> set[str]:

@@ -71,7 +71,7 @@ def test_the_no_op_graph_has_the_pipelines_tasks_and_order() -> None:
     assert edges(floor) <= edges(pipeline)
     # and its longest chain of tasks is the pipeline's: what Airflow costs on the critical path
     # (stage_group, mapped to nothing for an input below stage_group_size, is one of them)
-    assert longest_chain(floor) == longest_chain(pipeline) == 7
+    assert longest_chain(floor) == longest_chain(pipeline) == 8
     load = floor.get_task("load")
     assert load.partial_kwargs["max_active_tis_per_dagrun"] == 2  # type: ignore[attr-defined]
 

@@ -46,7 +46,6 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "PreflightCheckOperator": {"table": "t", "conn_id": "c"},
     "LoadChunkOperator": {"table": "t", "conn_id": "c", "chunk": {}},
     "ClaimTableOperator": {"table": "t", "conn_id": "c"},
-    "PreflightAndClaimOperator": {"table": "t", "conn_id": "c"},
     "PrepareTableOperator": {"table": "t", "conn_id": "c"},
     "FinalizeTableOperator": {"table": "t", "conn_id": "c"},
     "RestoreTableOperator": {"table": "t", "conn_id": "c"},

@@ -1,6 +1,5 @@
-"""kill -9 while ``preflight`` takes a failed attempt's rows back out (the claim and the withdraw
-run inside the pre-flight task): the re-run of the corrected input loads every row exactly
-once."""
+"""kill -9 while ``claim_table`` takes a failed attempt's rows back out (the withdraw runs inside
+the claim task): the re-run of the corrected input loads every row exactly once."""
 
 from __future__ import annotations
 
@@ -44,7 +43,7 @@ def assert_loaded_once(example: ExampleLoad, before: dict[str, Any]) -> None:
     assert example.leases() == []
 
 
-def test_a_kill_while_preflight_withdraws_is_finished_by_the_rerun(
+def test_a_kill_while_claim_table_withdraws_is_finished_by_the_rerun(
     pg_example: ExampleLoad,
 ) -> None:
     """One date loads (so restore cannot simply empty the table); the next fails on a bad row
@@ -67,7 +66,7 @@ def test_a_kill_while_preflight_withdraws_is_finished_by_the_rerun(
     pg_example.dates[DS].append(fixed)
 
     killed = pg_example.run(
-        DS, during="preflight", when_sql=f"SELECT count(*) < {committed} FROM events"
+        DS, during="claim_table", when_sql=f"SELECT count(*) < {committed} FROM events"
     )
     assert killed.killed, killed.tail()
     assert count(pg_example) < committed  # killed with the withdraw under way
