@@ -378,3 +378,16 @@ def test_without_stage_groups_one_stage_task_stages_everything() -> None:
     names = {task.task_id.rpartition(".")[2] for task in dag.tasks}
     assert not {"stage_group", "collect_staging"} & names
     assert dag.get_task("load_public_t.preflight").trigger_rule == "all_success"
+
+
+def test_preflight_is_advice_only_so_clearing_it_alone_changes_nothing() -> None:
+    """Clearing one task without its downstream (``airflow tasks clear -t preflight``, the REST
+    API's default) re-runs it outside the setup/teardown scope: a claim or a withdraw there would
+    outlive the run (a claim no teardown releases; with reload, the run's own rows taken out
+    under a green run). Pre-flight must stay read-only advice."""
+    from airflow_bulkload.operators import PreflightCheckOperator
+
+    dag = pipeline(reload=True)
+    preflight = dag.get_task("load_public_t.preflight")
+    assert type(preflight) is PreflightCheckOperator
+    assert not preflight.is_setup and not preflight.is_teardown
