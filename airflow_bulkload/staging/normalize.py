@@ -7,8 +7,6 @@ spilling to ``temp_directory`` within ``memory_limit``.
 
 from __future__ import annotations
 
-import functools
-import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -26,12 +24,6 @@ from airflow_bulkload.staging.planning import STAGED_FORMAT
 MAX_RECORD_BYTES = 8 * 1024 * 1024
 READ_BUFFER_BYTES = 2 * MAX_RECORD_BYTES
 _DUCKDB_ENCODINGS = {"utf-8": "utf-8", "utf8": "utf-8", "latin-1": "latin-1", "utf-16": "utf-16"}
-#: how DuckDB's parallel CSV reader refuses valid input it cannot split across threads (a quoted
-#: value spanning many lines, longer than a thread's share of the file); its single-threaded
-#: reader (``parallel = false``) reads the same input
-_PARALLEL_READ_REFUSED = "The Parallel CSV Reader currently does not support a full read"
-
-log = logging.getLogger(__name__)
 
 
 class InputFormatError(BulkLoadError):
@@ -90,14 +82,12 @@ def read_csv_sql(
     set_aside: bool = False,
     skip_bad: bool = False,
     types: Mapping[str, str] | None = None,
-    parallel: bool = True,
 ) -> str:
     """The ``read_csv(...)`` table function for the inputs, every column as VARCHAR.
 
     ``set_aside``: records that do not read as ``fmt`` go to DuckDB's rejects tables
     (:mod:`~airflow_bulkload.staging.rejects`) instead of failing the read. ``types``: these
     columns are read as these DuckDB types instead (a value that does not convert is an error).
-    ``parallel=False`` reads with DuckDB's single-threaded reader (see :func:`normalize`).
     """
     types = types or {}
     options = {
@@ -134,8 +124,6 @@ def read_csv_sql(
         options["names"] = _list_literal(columns)
     if with_filename:
         options["filename"] = "true"
-    if not parallel:
-        options["parallel"] = "false"
     # a sniff only reads names (and a second read only looks): a bad record must not stop them
     if skip_bad or (set_aside and sniff):
         options["ignore_errors"] = "true"
@@ -195,92 +183,16 @@ def normalize(
     checked against them, see :mod:`~airflow_bulkload.staging.typed_formats`); ``max_errors``
     how many CSV records that do not read as ``fmt`` are set aside, written to ``rejects_path``
     (see :mod:`~airflow_bulkload.staging.rejects`).
-
-    When DuckDB's parallel CSV reader refuses the input (:data:`_PARALLEL_READ_REFUSED`), the
-    whole staging is done again from scratch with its single-threaded reader: a new connection
-    (empty rejects tables), and ``out_path`` is only replaced by a COPY that succeeds.
     """
     import duckdb  # here, not at the top: DAG files and load tasks import this module, not DuckDB
 
     check_input_format(fmt)
+    names = dict(path_names or {})
     started = time.monotonic()
     if not any(p.stat().st_size for p in paths):
         # nothing to read, not even a header: DuckDB would invent a column; say zero rows instead
         out_path.write_bytes(b"")
         return NormalizeResult(list(columns or []), 0, time.monotonic() - started)
-    stage_once = functools.partial(
-        _normalize_once,
-        paths,
-        out_path,
-        fmt,
-        columns=columns,
-        sort_key=sort_key,
-        sort_types=sort_types,
-        keep_order=keep_order,
-        memory_limit=memory_limit,
-        threads=threads,
-        temp_dir=temp_dir,
-        names=dict(path_names or {}),
-        table_types=table_types,
-        max_errors=max_errors,
-        rejects_path=rejects_path,
-        started=started,
-    )
-    try:
-        return stage_once(parallel=True)
-    except (duckdb.Error, InputFormatError) as exc:
-        refusal = _parallel_read_refusal(exc)
-        if refusal is None:
-            raise
-        where = (path_names or {}).get(str(paths[0]), str(paths[0]))
-        log.warning(
-            "staging %s%s again from the start, read single-threaded (parallel = false): %s",
-            where,
-            f" and {len(paths) - 1} more file(s)" if len(paths) > 1 else "",
-            str(refusal).strip().splitlines()[0],
-        )
-    return stage_once(parallel=False)
-
-
-def _parallel_read_refusal(exc: BaseException) -> BaseException | None:
-    """DuckDB's parallel CSV reader refusing the input, if that is ``exc`` or its cause.
-
-    That is the error naming :data:`_PARALLEL_READ_REFUSED`; any other error gives None.
-    """
-    import duckdb
-
-    for error in (exc, exc.__cause__):
-        refused = isinstance(error, duckdb.NotImplementedException)
-        if refused and _PARALLEL_READ_REFUSED in str(error):
-            return error
-    return None
-
-
-def _normalize_once(
-    paths: Sequence[Path],
-    out_path: Path,
-    fmt: FileFormat,
-    *,
-    columns: Sequence[str] | None,
-    sort_key: Sequence[str],
-    sort_types: Sequence[str],
-    keep_order: bool,
-    memory_limit: str,
-    threads: int | None,
-    temp_dir: Path,
-    names: Mapping[str, str],
-    table_types: Mapping[str, str] | None,
-    max_errors: int,
-    rejects_path: Path | None,
-    started: float,
-    parallel: bool,
-) -> NormalizeResult:
-    """One attempt of :func:`normalize`, on a connection of its own.
-
-    ``parallel=False`` reads the CSV input with DuckDB's single-threaded reader.
-    """
-    import duckdb
-
     con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": str(temp_dir)})
     try:
         if threads:
@@ -330,15 +242,7 @@ def _normalize_once(
                 # a first read with the checked columns typed sets their bad values aside (with
                 # line and column); the staged read keeps the text and leaves the same records out
                 typed = _source_by_header(
-                    con,
-                    paths,
-                    fmt,
-                    columns,
-                    detected,
-                    names,
-                    set_aside=True,
-                    types=checks,
-                    parallel=parallel,
+                    con, paths, fmt, columns, detected, names, set_aside=True, types=checks
                 )
                 try:
                     readable = _count_readable(con, typed, checks)
@@ -346,21 +250,12 @@ def _normalize_once(
                     raise InputFormatError(
                         f"cannot read the input: {_explain(exc, names)}"
                     ) from exc
-                source = _source_by_header(
-                    con, paths, fmt, columns, detected, names, skip_bad=True, parallel=parallel
-                )
+                source = _source_by_header(con, paths, fmt, columns, detected, names, skip_bad=True)
                 keep = " AND ".join(f"NOT {_unconvertible(c, t)}" for c, t in checks.items())
                 source = f"(SELECT * FROM {source} WHERE {keep})"  # noqa: S608
             else:
                 source = _source_by_header(
-                    con,
-                    paths,
-                    fmt,
-                    columns,
-                    detected,
-                    names,
-                    set_aside=max_errors > 0,
-                    parallel=parallel,
+                    con, paths, fmt, columns, detected, names, set_aside=max_errors > 0
                 )
         missing = [k for k in sort_key if k not in detected]
         if missing:
@@ -389,15 +284,7 @@ def _normalize_once(
             if fmt.self_describing:
                 raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
             raise _bad_key_error(
-                con,
-                paths,
-                fmt,
-                detected,
-                sort_key,
-                sort_types,
-                names,
-                skip_bad=max_errors > 0,
-                parallel=parallel,
+                con, paths, fmt, detected, sort_key, sort_types, names, skip_bad=max_errors > 0
             ) from exc
         except duckdb.Error as exc:
             raise InputFormatError(f"cannot read the input: {_explain(exc, names)}") from exc
@@ -534,7 +421,6 @@ def _source_by_header(
     set_aside: bool = False,
     skip_bad: bool = False,
     types: Mapping[str, str] | None = None,
-    parallel: bool = True,
 ) -> str:
     """The rows of every file, each mapped by its own header onto the first file's column order.
 
@@ -542,12 +428,7 @@ def _source_by_header(
     the header's columns by position, so a ``columns`` list that names a header column at another
     position (a swap) is refused rather than silently exchanging the two.
     """
-    how: dict[str, Any] = {
-        "set_aside": set_aside,
-        "skip_bad": skip_bad,
-        "types": types,
-        "parallel": parallel,
-    }
+    how: dict[str, Any] = {"set_aside": set_aside, "skip_bad": skip_bad, "types": types}
     if not fmt.header:
         return read_csv_sql(paths, fmt, columns or detected, **how)
     for path in paths:
@@ -602,12 +483,9 @@ def _bad_key_error(
     names: Mapping[str, str],
     *,
     skip_bad: bool = False,
-    parallel: bool = True,
 ) -> InputFormatError:
     """Find the first key value that is not of its type and say where it is."""
-    source = read_csv_sql(
-        paths, fmt, columns, with_filename=True, skip_bad=skip_bad, parallel=parallel
-    )
+    source = read_csv_sql(paths, fmt, columns, with_filename=True, skip_bad=skip_bad)
     for key, duck_type in zip(sort_key, sort_types, strict=True):
         row = con.execute(
             f"SELECT filename, {duck_ident(key)} FROM {source} "  # noqa: S608

@@ -9,7 +9,7 @@ import pytest
 
 from airflow_bulkload.exceptions import InvalidFileFormatError
 from airflow_bulkload.staging.manifest import FileFormat
-from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES, InputFormatError, normalize
+from airflow_bulkload.staging.normalize import InputFormatError, normalize
 
 
 def _read_staged(path: Path) -> list[list[str | None]]:
@@ -125,44 +125,3 @@ def test_latin1_input_is_written_as_utf8(tmp_path: Path) -> None:
     out = tmp_path / "out.csv"
     normalize([source], out, FileFormat(encoding="LATIN1"), temp_dir=tmp_path)
     assert out.read_text("utf-8") == "1,caf\u00e9\n"
-
-
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("sort_key", [(), ("id",)], ids=["unsorted", "sorted"])
-def test_a_long_quoted_value_of_many_lines_is_staged_single_threaded_when_duckdb_refuses(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, sort_key: tuple[str, ...]
-) -> None:
-    # one quoted value near the record limit whose lines look like records: a thread of DuckDB's
-    # parallel reader starts inside it and the read is refused ("The Parallel CSV Reader
-    # currently does not support a full read on this file")
-    value = ("1,abc\n" * (MAX_RECORD_BYTES // 6))[: MAX_RECORD_BYTES - 100]
-    rows = [[str(i), f"row {i}"] for i in range(1000)]
-    rows[500][1] = value
-    source = tmp_path / "in.csv"
-    with source.open("w", newline="", encoding="utf-8") as f:
-        csv.writer(f, lineterminator="\n").writerows([["id", "v"], *rows])
-    out = tmp_path / "out.csv"
-    out.write_text("left over\n")  # what an earlier attempt wrote must not stay
-    with caplog.at_level("WARNING", logger="airflow_bulkload.staging.normalize"):
-        result = normalize(
-            [source],
-            out,
-            FileFormat(header=True),
-            sort_key=sort_key,
-            sort_types=["BIGINT"] * len(sort_key),
-            # one thread: the refusal is the same, but with more DuckDB (2.0) can deadlock
-            # aborting the first attempt's COPY (AsyncFileWriter::AbortWrite)
-            threads=1,
-            temp_dir=tmp_path,
-        )
-    assert "read single-threaded (parallel = false)" in caplog.text
-    assert "does not support a full read" in caplog.text
-    assert result.rows == 1000
-    limit = csv.field_size_limit(MAX_RECORD_BYTES)
-    try:
-        with out.open(newline="", encoding="utf-8") as staged:
-            written = list(csv.reader(staged))
-    finally:
-        csv.field_size_limit(limit)
-    assert len(written) == 1000
-    assert sorted(written, key=lambda row: int(row[0])) == rows
