@@ -195,6 +195,9 @@ def normalize(
         return NormalizeResult(list(columns or []), 0, time.monotonic() - started)
     con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": str(temp_dir)})
     try:
+        # no asynchronous I/O threads: with them DuckDB 2.0 can deadlock aborting a failed
+        # COPY ... TO (AsyncFileWriter::AbortWrite), and local files stage as fast without
+        con.execute("SET async_threads = 0")
         if threads:
             con.execute(f"SET threads = {int(threads)}")
         # order matters only when sorting or keeping a declared order; without it DuckDB streams
