@@ -210,8 +210,9 @@ class TableStateHook(TableRebuildMixin, BulkLoadHook):
                 return state
             if time.monotonic() >= deadline:
                 raise TableClaimedError(
-                    f"{ref} is held by {other}: another load prepared it and has not finalized or "
-                    f"restored it yet, so load {load_id} cannot prepare it now. Wait for that "
+                    f"{ref} is held by {other}: another load claimed it (to prepare it) and has "
+                    f"not finalized or restored it yet, so load {load_id} cannot claim it now. "
+                    "Wait for that "
                     "load, run its restore_table, or, if it is gone for good, run a "
                     "RestoreTableOperator with its load_id."
                 )
