@@ -15,6 +15,7 @@ from typing import Any
 
 from airflow_bulkload.exceptions import BulkLoadError, InvalidFileFormatError
 from airflow_bulkload.staging import rejects, typed_formats
+from airflow_bulkload.staging.duck_sql import duck_ident, duck_literal, list_literal
 from airflow_bulkload.staging.manifest import FileFormat
 from airflow_bulkload.staging.origin import empty_header_line, first_line_is_empty, header_of
 from airflow_bulkload.staging.planning import STAGED_FORMAT
@@ -37,23 +38,6 @@ class NormalizeResult:
     seconds: float
     #: records set aside (``max_errors``), written to the rejects file
     rejected: int = 0
-
-
-def duck_ident(name: str) -> str:
-    """A DuckDB identifier (DuckDB is our local tool, not a target engine, so this lives here)."""
-    if not name or "\0" in name:
-        raise InvalidFileFormatError(f"column name is not usable: {name!r}")
-    return '"' + name.replace('"', '""') + '"'
-
-
-def duck_literal(value: str) -> str:
-    if "\0" in value:
-        raise InvalidFileFormatError(f"value may not hold a NUL byte: {value!r}")
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _list_literal(values: Sequence[str]) -> str:
-    return "[" + ", ".join(duck_literal(v) for v in values) + "]"
 
 
 def check_input_format(fmt: FileFormat) -> None:
@@ -121,7 +105,7 @@ def read_csv_sql(
         if types:
             options["all_varchar"] = "false"
     elif columns:
-        options["names"] = _list_literal(columns)
+        options["names"] = list_literal(columns)
     if with_filename:
         options["filename"] = "true"
     # a sniff only reads names (and a second read only looks): a bad record must not stop them
@@ -129,7 +113,7 @@ def read_csv_sql(
         options["ignore_errors"] = "true"
     elif set_aside:
         options |= rejects.READ_OPTIONS
-    files = _list_literal([str(p) for p in paths])
+    files = list_literal([str(p) for p in paths])
     return f"read_csv({files}, " + ", ".join(f"{k} = {v}" for k, v in options.items()) + ")"
 
 
@@ -193,11 +177,11 @@ def normalize(
         # nothing to read, not even a header: DuckDB would invent a column; say zero rows instead
         out_path.write_bytes(b"")
         return NormalizeResult(list(columns or []), 0, time.monotonic() - started)
-    con = duckdb.connect(config={"memory_limit": memory_limit, "temp_directory": str(temp_dir)})
+    # no asynchronous I/O threads: with them DuckDB 2.0 can deadlock aborting a failed COPY ...
+    # TO (AsyncFileWriter::AbortWrite); local files stage as fast without
+    config = {"memory_limit": memory_limit, "temp_directory": str(temp_dir), "async_threads": 0}
+    con = duckdb.connect(config=config)  # type: ignore[arg-type]  # values of mixed types
     try:
-        # no asynchronous I/O threads: with them DuckDB 2.0 can deadlock aborting a failed
-        # COPY ... TO (AsyncFileWriter::AbortWrite), and local files stage as fast without
-        con.execute("SET async_threads = 0")
         if threads:
             con.execute(f"SET threads = {int(threads)}")
         # order matters only when sorting or keeping a declared order; without it DuckDB streams
