@@ -212,9 +212,8 @@ class TableStateHook(TableRebuildMixin, BulkLoadHook):
                 raise TableClaimedError(
                     f"{ref} is held by {other}: another load claimed it (to prepare it) and has "
                     f"not finalized or restored it yet, so load {load_id} cannot claim it now. "
-                    "Wait for that "
-                    "load, run its restore_table, or, if it is gone for good, run a "
-                    "RestoreTableOperator with its load_id."
+                    "Wait for that load, run its restore_table, or, if it is gone for good, run "
+                    "a RestoreTableOperator with its load_id."
                 )
             if not announced:
                 self.log.info("%s: held by %s; waiting up to %.0f s", ref, other, timeout)

@@ -118,7 +118,8 @@ class StageToS3Operator(StagingWorkerOperator):
         for CSV with no sort and no ``max_errors`` (on MySQL: ``sort_by_primary_key=False`` or
         ``"presorted"``; its stream is rewritten in flight where ``LOAD DATA`` reads CSV
         otherwise, see :mod:`~airflow_bulkload.dialects.mysql.stored_csv`). ``"auto"``
-        (default) does so where it can and stages elsewhere; ``True`` also warns where it cannot; ``False`` always stages (staging also normalises CSV that
+        (default) does so where it can and stages elsewhere; ``True`` also warns where it
+        cannot; ``False`` always stages (staging also normalises CSV that
         COPY would read differently, e.g. a stray quote inside an unquoted value). Only
         ``manifest.json`` is written under the staging prefix when the input loads as stored.
     :param quoted_newlines: quoted values may hold line ends (default ``True``): direct objects

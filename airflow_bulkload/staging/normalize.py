@@ -179,8 +179,12 @@ def normalize(
         return NormalizeResult(list(columns or []), 0, time.monotonic() - started)
     # no asynchronous I/O threads: with them DuckDB 2.0 can deadlock aborting a failed COPY ...
     # TO (AsyncFileWriter::AbortWrite); local files stage as fast without
-    config = {"memory_limit": memory_limit, "temp_directory": str(temp_dir), "async_threads": 0}
-    con = duckdb.connect(config=config)  # type: ignore[arg-type]  # values of mixed types
+    config: dict[str, str | bool | int | float | list[str]] = {
+        "memory_limit": memory_limit,
+        "temp_directory": str(temp_dir),
+        "async_threads": 0,
+    }
+    con = duckdb.connect(config=config)
     try:
         if threads:
             con.execute(f"SET threads = {int(threads)}")

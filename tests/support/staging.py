@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 from typing import Any
 
 from airflow_bulkload.catalog import loadable_column_types, probe_key_of
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.staging.manifest import FileFormat
+from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES
 from airflow_bulkload.staging.stager import StageResult, StagingOptions, stage
 from tests.harness import MotoServer, TestDatabase
 
@@ -96,3 +99,14 @@ def create_and_load(
 def upload_inputs(moto: MotoServer, bucket: str, paths: list[Path]) -> None:
     for path in paths:
         moto.client("s3").upload_file(str(path), bucket, f"in/{path.name}")
+
+
+def long_quoted_value_csv() -> tuple[list[list[str]], bytes]:
+    """1000 rows ``id,v`` with a header, row 500 holding a quoted value just under the record
+    limit whose lines look like records (``1,abc``): DuckDB's parallel CSV reader refuses it
+    (a thread's share of the file starts inside it). The rows, and the CSV."""
+    rows = [[str(i), f"row {i}"] for i in range(1000)]
+    rows[500][1] = ("1,abc\n" * (MAX_RECORD_BYTES // 6 + 1))[: MAX_RECORD_BYTES - 100]
+    body = io.StringIO()
+    csv.writer(body, lineterminator="\n").writerows([["id", "v"], *rows])
+    return rows, body.getvalue().encode()

@@ -24,8 +24,9 @@ quotes before a byte tell whether it is inside one.
 inside quoted values (a doubled quote is a close and a reopen with nothing between). The outside
 pieces are joined with one quote between each two, a marker of "a quoted value is here" that no
 substitution matches; the substitutions run over that text, and the rewritten outside pieces are
-put back between the untouched inside ones. A block without quotes (most CSV) is one substitution pass; a block with
-quotes is rewritten in 64 KB slices, each cut at a quote. Memory: a few copies of one block.
+put back between the untouched inside ones. A block without quotes (most CSV) is one
+substitution pass; a block with quotes is rewritten in 64 KB slices, each cut at a quote.
+Memory: a few copies of one block.
 
 **Latin-1.** MySQL's ``latin1`` is Windows-1252: bytes 0x80-0x9F (C1 controls in ISO-8859-1)
 would be stored as other characters, so LATIN1 input holding one fails before commit, as

@@ -6,9 +6,7 @@ Each case runs on both engines: MySQL's ``LOAD DATA`` reads the stream as rewrit
 
 from __future__ import annotations
 
-import csv
 import gzip
-import io
 from typing import Any
 
 import pytest
@@ -16,10 +14,9 @@ import pytest
 from airflow_bulkload.exceptions import ChunkLoadError, InputAlreadyLoadedError
 from airflow_bulkload.hooks import BulkLoadHook
 from airflow_bulkload.staging.manifest import FileFormat
-from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES
 from airflow_bulkload.staging.stager import StageResult, StagingOptions, stage
 from tests.harness import MotoServer, TestDatabase
-from tests.support.staging import create_and_load
+from tests.support.staging import create_and_load, long_quoted_value_csv
 
 
 def plan(moto: MotoServer, bucket: str, source: str, **options: Any) -> StageResult:
@@ -196,14 +193,8 @@ def test_a_quoted_value_of_many_lines_near_the_record_limit_loads_exactly(
 ) -> None:
     """What DuckDB's parallel CSV reader refuses when staging (a value of about 8 MB whose lines
     look like records; docs/how-it-works.md, ``max_errors``) loads as stored, exactly."""
-    value = ("1,abc\n" * (MAX_RECORD_BYTES // 6 + 1))[: MAX_RECORD_BYTES - 100]
-    rows = [[str(i), f"row {i}"] for i in range(1000)]
-    rows[500][1] = value
-    body = io.StringIO()
-    csv.writer(body, lineterminator="\n").writerows([["id", "v"], *rows])
-    moto_server.client("s3").put_object(
-        Bucket=s3_bucket, Key="in/long.csv", Body=body.getvalue().encode()
-    )
+    rows, body = long_quoted_value_csv()
+    moto_server.client("s3").put_object(Bucket=s3_bucket, Key="in/long.csv", Body=body)
     text = "text" if any_db.engine == "postgres" else "LONGTEXT"
     create_and_load(
         any_db,
@@ -217,4 +208,4 @@ def test_a_quoted_value_of_many_lines_near_the_record_limit_loads_exactly(
     )
     assert any_db.query("SELECT count(*) FROM long_values") == [(1000,)]
     [(stored,)] = any_db.query("SELECT v FROM long_values WHERE id = 500")
-    assert stored == value
+    assert stored == rows[500][1]

@@ -9,7 +9,8 @@ import pytest
 
 from airflow_bulkload.exceptions import InvalidFileFormatError
 from airflow_bulkload.staging.manifest import FileFormat
-from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES, InputFormatError, normalize
+from airflow_bulkload.staging.normalize import InputFormatError, normalize
+from tests.support.staging import long_quoted_value_csv
 
 
 def _read_staged(path: Path) -> list[list[str | None]]:
@@ -127,19 +128,6 @@ def test_latin1_input_is_written_as_utf8(tmp_path: Path) -> None:
     assert out.read_text("utf-8") == "1,caf\u00e9\n"
 
 
-def _write_rows(path: Path, rows: list[list[str]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        csv.writer(f, lineterminator="\n").writerows([["id", "v"], *rows])
-
-
-def _long_value_rows(count: int, at: int, value_bytes: int) -> list[list[str]]:
-    """``count`` rows, the one at ``at`` holding a quoted value of ``value_bytes`` whose lines
-    look like records (``1,abc``): a thread of DuckDB's parallel reader may start inside it."""
-    rows = [[str(i), f"row {i}"] for i in range(count)]
-    rows[at][1] = ("1,abc\n" * (value_bytes // 6 + 1))[:value_bytes]
-    return rows
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("attempt", range(4))
 def test_a_read_duckdb_aborts_fails_and_never_hangs(tmp_path: Path, attempt: int) -> None:
@@ -147,7 +135,7 @@ def test_a_read_duckdb_aborts_fails_and_never_hangs(tmp_path: Path, attempt: int
     cores (AsyncFileWriter::AbortWrite) until staging turned its asynchronous I/O threads
     off: the task hung instead of failing."""
     source = tmp_path / "in.csv"
-    _write_rows(source, _long_value_rows(1000, 500, MAX_RECORD_BYTES - 100))
+    source.write_bytes(long_quoted_value_csv()[1])
     with pytest.raises(InputFormatError, match="Parallel CSV Reader"):
         normalize([source], tmp_path / "out.csv", FileFormat(header=True), temp_dir=tmp_path)
 
@@ -161,7 +149,7 @@ def test_a_read_duckdb_aborts_fails_and_never_hangs(tmp_path: Path, attempt: int
 )
 def test_a_valid_quoted_value_of_many_lines_near_the_record_limit_stages(tmp_path: Path) -> None:
     source = tmp_path / "in.csv"
-    _write_rows(source, _long_value_rows(1000, 500, MAX_RECORD_BYTES - 100))
+    source.write_bytes(long_quoted_value_csv()[1])
     result = normalize([source], tmp_path / "out.csv", FileFormat(header=True), temp_dir=tmp_path)
     assert result.rows == 1000
 
@@ -176,7 +164,7 @@ def test_setting_records_aside_never_takes_a_quoted_values_lines_for_records(
     tmp_path: Path,
 ) -> None:
     source = tmp_path / "in.csv"
-    _write_rows(source, _long_value_rows(1000, 500, MAX_RECORD_BYTES - 100))
+    source.write_bytes(long_quoted_value_csv()[1])
     result = normalize(
         [source],
         tmp_path / "out.csv",
