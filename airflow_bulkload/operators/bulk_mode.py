@@ -31,6 +31,7 @@ from airflow_bulkload.bulk_mode.status import WaitSpec
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.exceptions import BulkModeStateError
 from airflow_bulkload.hooks.bulk_mode import DEFAULT_LEASE_TTL, BulkModeHook
+from airflow_bulkload.operators.undone_by_teardown import refuse_if_teardown_ended
 from airflow_bulkload.triggers.bulk_mode import RdsParameterGroupInSyncTrigger
 
 log = logging.getLogger(__name__)
@@ -170,7 +171,9 @@ class EnterBulkModeOperator(_BulkModeOperator):
     Take a lease, set the bulk values (RDS parameter group or self-managed server settings) and wait
     until they are in effect.
 
-    Use it as a setup task, paired with :class:`ExitBulkModeOperator` as its teardown.
+    Use it as a setup task, paired with :class:`ExitBulkModeOperator` as its teardown. Cleared to
+    run again after that teardown has ended in its DAG run ("only failed" after it failed), it
+    fails without changing anything (:mod:`~airflow_bulkload.operators.undone_by_teardown`).
 
     :param table: the table being loaded; part of the lease key (dag id, table, logical date).
     :param target: which server: a :class:`~airflow_bulkload.bulk_mode.target.BulkModeTarget`
@@ -193,6 +196,7 @@ class EnterBulkModeOperator(_BulkModeOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         self.validate()
+        refuse_if_teardown_ended(self, context, "the server would stay in bulk mode after the run")
         key = self.lease_key(context)
         hook = self.hook()
         self.log.info("entering bulk mode for %s (lease %s)", key.describe(), key.token)

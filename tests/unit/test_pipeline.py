@@ -391,3 +391,25 @@ def test_preflight_is_advice_only_so_clearing_it_alone_changes_nothing() -> None
     preflight = dag.get_task("load_public_t.preflight")
     assert type(preflight) is PreflightCheckOperator
     assert not preflight.is_setup and not preflight.is_teardown
+
+
+@pytest.mark.parametrize(
+    ("step", "teardown"),
+    [
+        ("claim_table", "restore_table"),
+        ("prepare_table", "restore_table"),
+        ("enter_bulk_mode", "exit_bulk_mode"),
+    ],
+)
+def test_each_step_a_teardown_undoes_has_it_right_after_so_a_clear_without_it_is_refused(
+    step: str, teardown: str
+) -> None:
+    """A step re-run without its teardown (``claim_table`` cleared alone; "only failed" after a
+    setup failed) refuses when that teardown already ended (``refuse_if_teardown_ended``, which
+    looks at the teardowns directly downstream). Its state says so only if the teardown waits
+    for the step whatever happened to it."""
+    dag = pipeline(reload=True)
+    task = dag.get_task(f"load_public_t.{step}")
+    teardowns = [t.task_id for t in task.downstream_list if t.is_teardown]
+    assert teardowns == [f"load_public_t.{teardown}"]
+    assert dag.get_task(teardowns[0]).trigger_rule == "all_done"
