@@ -37,6 +37,23 @@ def parse_flag(value: bool | str | None, name: str) -> bool | None:
     raise ValueError(f"{name} must be True, False or 'auto' (any case), got {value!r}")
 
 
+def parse_bool(value: bool | str, name: str) -> bool:
+    """Parse a flag that has no ``"auto"``: ``True``/``False``, or their text in any case.
+
+    ``None`` and ``"auto"`` are refused like anything else: such a flag (``reload``) decides
+    what a load takes back out, so no value may stand for "off" without saying it.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text == _TRUE:
+            return True
+        if text == _FALSE:
+            return False
+    raise ValueError(f"{name} must be True or False (any case), got {value!r}")
+
+
 def parse_optional_int(value: int | str | None, name: str) -> int | None:
     """An int, or ``None`` for ``None``/``""``/``"None"`` (a template that rendered nothing)."""
     if value is None or isinstance(value, bool):

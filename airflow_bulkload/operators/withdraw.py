@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Context
 
-from airflow_bulkload.knobs import parse_flag
+from airflow_bulkload.knobs import parse_bool
 from airflow_bulkload.modes import APPEND, parse_mode
 from airflow_bulkload.operators.base import TableTaskOperator
 from airflow_bulkload.operators.validation import validate_or_fail
@@ -91,7 +91,7 @@ class WithdrawSupersededChunksOperator(TableTaskOperator):
 
 def check_withdraw_arguments(reload: bool | str, mode: str) -> None:
     """Refuse a rendered ``reload`` that is not a bool or its text, or an unknown ``mode``."""
-    parse_flag(reload, "reload")
+    parse_bool(reload, "reload")
     parse_mode(mode)
 
 
@@ -118,7 +118,7 @@ def withdraw_superseded(
         # a replace or upsert fills a fresh work table: no earlier chunk to take back out
         log.info("mode %s: nothing to withdraw from %s", mode, table)
         return {"mode": mode, "chunks": [], "rows": 0, "stale": []}  # as reconcile's to_dict
-    again = bool(parse_flag(reload, "reload"))
+    again = parse_bool(reload, "reload")
     load_id = load_id or f"{context['dag'].dag_id}/{context['run_id']}"
     hook = hook or operator.bulk_load_hook()
     result = hook.reconcile(table, manifest, reload=again, load_id=load_id)

@@ -210,11 +210,17 @@ def _stage_required() -> dict[str, Any]:
             WithdrawSupersededChunksOperator(
                 task_id="w", table="t", conn_id="c", manifest="s3://m", reload="maybe"
             ),
-            "reload must be True, False",
+            "reload must be True or False",
         ),
         (  # refused before the table is claimed
             ClaimTableOperator(task_id="c", table="t", conn_id="c", manifest="s3://m", reload="?"),
-            "reload must be True, False",
+            "reload must be True or False",
+        ),
+        (  # no "auto": it would quietly mean off
+            ClaimTableOperator(
+                task_id="c", table="t", conn_id="c", manifest="s3://m", reload="auto"
+            ),
+            "reload must be True or False",
         ),
         (
             ClaimTableOperator(task_id="c", table="t", conn_id="c", mode="{{ bad }}"),
