@@ -22,7 +22,7 @@ from airflow_bulkload.exceptions import PreflightFailedError
 from airflow_bulkload.hooks.load_modes import LoadModesHook
 from airflow_bulkload.modes import parse_mode, parse_mode_arguments
 from airflow_bulkload.operators.base import TableTaskOperator
-from airflow_bulkload.operators.stage import _max_map_length
+from airflow_bulkload.operators.stage import airflow_max_map_length
 from airflow_bulkload.operators.validation import check_method, validate_or_fail
 from airflow_bulkload.s3io import s3_client
 from airflow_bulkload.staging.groups import collected_manifest
@@ -319,7 +319,7 @@ class PreflightCheckOperator(TableTaskOperator):
                 self.manifest,
                 s3=s3_client(self.aws_conn_id),
                 # load batches are few; one load task per chunk is bounded as Airflow maps
-                max_map_length=None if self._load_batch_bytes() else _max_map_length(),
+                max_map_length=None if self._load_batch_bytes() else airflow_max_map_length(),
             )
             if self.staging_groups:
                 self.log.info(

@@ -27,7 +27,12 @@ from airflow_bulkload.staging.stager import stage as stage_input
 MANIFEST_URI_XCOM_KEY = "manifest_uri"
 
 
-def _max_map_length() -> int:
+def airflow_max_map_length() -> int:
+    """Airflow's ``[core] max_map_length``: how many instances one mapped task may expand to.
+
+    Staging plans and pre-flight deals no more chunks or batches than that, or the mapped load
+    task would fail to expand.
+    """
     try:
         from airflow.sdk.configuration import conf
 
@@ -343,7 +348,7 @@ class StageToS3Operator(StagingWorkerOperator):
             reject_uri=self.reject_uri or None,
         )
         resources = self.staging_resources(
-            max_map_length=_max_map_length(),
+            max_map_length=airflow_max_map_length(),
             grow_chunk_size=self.grow_chunk_size,
         )
         run = run_segment(

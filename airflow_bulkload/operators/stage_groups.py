@@ -27,7 +27,7 @@ from airflow_bulkload.operators.base import StagingWorkerOperator
 from airflow_bulkload.operators.stage import (
     MANIFEST_URI_XCOM_KEY,
     StageToS3Operator,
-    _max_map_length,
+    airflow_max_map_length,
     work_owner,
 )
 from airflow_bulkload.s3io import s3_client
@@ -152,7 +152,7 @@ class CollectStagingOperator(BaseOperator):
             self.groups,
             self.manifest,
             s3=s3_client(self.aws_conn_id),
-            max_map_length=_max_map_length(),
+            max_map_length=airflow_max_map_length(),
         )
         context["ti"].xcom_push(key=MANIFEST_URI_XCOM_KEY, value=self.manifest)
         return [chunk.to_dict() for chunk in manifest.chunks]
