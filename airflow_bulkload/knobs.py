@@ -18,23 +18,23 @@ _TRUE = "true"
 _FALSE = "false"
 
 
+_BOOL_TEXT = {_TRUE: True, _FALSE: False}
+
+
 def parse_flag(value: bool | str | None, name: str) -> bool | None:
     """Parse a flag: ``True``/``False``/``"auto"`` -> ``True``/``False``/``None`` (auto).
 
     Strings count case-insensitively, as a Jinja template renders them. ``None`` means auto too.
     Anything else is refused.
     """
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text == AUTO:
-            return None
-        if text == _TRUE:
-            return True
-        if text == _FALSE:
-            return False
-    raise ValueError(f"{name} must be True, False or 'auto' (any case), got {value!r}")
+    if value is None or (isinstance(value, str) and value.strip().lower() == AUTO):
+        return None
+    try:
+        return parse_bool(value, name)
+    except ValueError:
+        raise ValueError(
+            f"{name} must be True, False or 'auto' (any case), got {value!r}"
+        ) from None
 
 
 def parse_bool(value: bool | str, name: str) -> bool:
@@ -45,12 +45,8 @@ def parse_bool(value: bool | str, name: str) -> bool:
     """
     if isinstance(value, bool):
         return value
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text == _TRUE:
-            return True
-        if text == _FALSE:
-            return False
+    if isinstance(value, str) and value.strip().lower() in _BOOL_TEXT:
+        return _BOOL_TEXT[value.strip().lower()]
     raise ValueError(f"{name} must be True or False (any case), got {value!r}")
 
 

@@ -31,7 +31,7 @@ from airflow_bulkload.bulk_mode.status import WaitSpec
 from airflow_bulkload.bulk_mode.target import BulkModeTarget
 from airflow_bulkload.exceptions import BulkModeStateError
 from airflow_bulkload.hooks.bulk_mode import DEFAULT_LEASE_TTL, BulkModeHook
-from airflow_bulkload.operators.undone_by_teardown import refuse_if_teardown_ended
+from airflow_bulkload.operators.undone_by_teardown import refuse_if_run_on
 from airflow_bulkload.triggers.bulk_mode import RdsParameterGroupInSyncTrigger
 
 log = logging.getLogger(__name__)
@@ -172,7 +172,7 @@ class EnterBulkModeOperator(_BulkModeOperator):
     until they are in effect.
 
     Use it as a setup task, paired with :class:`ExitBulkModeOperator` as its teardown. Cleared to
-    run again after that teardown has ended in its DAG run ("only failed" after it failed), it
+    run again after that teardown has run in its DAG run ("only failed" after it failed), it
     fails without changing anything (:mod:`~airflow_bulkload.operators.undone_by_teardown`).
 
     :param table: the table being loaded; part of the lease key (dag id, table, logical date).
@@ -196,7 +196,7 @@ class EnterBulkModeOperator(_BulkModeOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         self.validate()
-        refuse_if_teardown_ended(self, context, "the server would stay in bulk mode after the run")
+        refuse_if_run_on(self, context, "the server would stay in bulk mode after the run")
         key = self.lease_key(context)
         hook = self.hook()
         self.log.info("entering bulk mode for %s (lease %s)", key.describe(), key.token)

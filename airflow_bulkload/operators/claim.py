@@ -13,7 +13,7 @@ from airflow_bulkload.exceptions import BulkLoadError, TableClaimedError
 from airflow_bulkload.hooks.load_modes import LoadModesHook
 from airflow_bulkload.modes import APPEND
 from airflow_bulkload.operators.table import _TableOperator
-from airflow_bulkload.operators.undone_by_teardown import refuse_if_teardown_ended
+from airflow_bulkload.operators.undone_by_teardown import refuse_if_run_on
 from airflow_bulkload.operators.validation import validate_or_fail
 from airflow_bulkload.operators.withdraw import check_withdraw_arguments, withdraw_superseded
 from airflow_bulkload.triggers.db_waits import TableClaimTrigger
@@ -32,8 +32,9 @@ class ClaimTableOperator(_TableOperator):
     ``enter_bulk_mode`` means a load that must wait for another never holds a shared server in
     bulk mode for the wait. :class:`PrepareTableOperator` with the same load id finds the claim
     its own; finalize or restore (the teardown, which also runs when this fails) releases it.
-    Cleared to run again after that teardown has ended in its DAG run, it fails without
-    claiming (:mod:`~airflow_bulkload.operators.undone_by_teardown`).
+    Cleared to run again without the tasks downstream of it once they ran in its DAG run
+    (cleared alone; "only failed" after it failed), it fails without claiming or withdrawing
+    (:mod:`~airflow_bulkload.operators.undone_by_teardown`).
 
     :param table: ``schema.table`` (PostgreSQL) or ``db.table``/``table`` (MySQL).
     :param conn_id: a ``postgres`` or ``mysql`` connection.
@@ -95,7 +96,7 @@ class ClaimTableOperator(_TableOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
-        refuse_if_teardown_ended(self, context, CLAIM_OUTLIVES)
+        refuse_if_run_on(self, context, CLAIM_OUTLIVES, whole_downstream=True)
         load_id = self.resolved_load_id(context)
         hook = self.hook()
         if not (self.deferrable and self.claim_timeout > 0):

@@ -40,7 +40,7 @@ from airflow_bulkload.knobs import (
 )
 from airflow_bulkload.modes import APPEND, parse_mode_arguments
 from airflow_bulkload.operators.base import TableTaskOperator
-from airflow_bulkload.operators.undone_by_teardown import refuse_if_teardown_ended
+from airflow_bulkload.operators.undone_by_teardown import refuse_if_run_on
 from airflow_bulkload.operators.validation import validate_or_fail
 
 
@@ -117,7 +117,7 @@ class PrepareTableOperator(_ModeTableOperator):
 
     The table is claimed for the load (a durable row, released by finalize/restore): a second load
     of the same table waits up to ``claim_timeout`` seconds, then fails naming the holder.
-    Cleared to run again after its teardown (:class:`RestoreTableOperator`) has ended in its DAG
+    Cleared to run again after its teardown (:class:`RestoreTableOperator`) has run in its DAG
     run ("only failed" after it failed), it fails without changing anything
     (:mod:`~airflow_bulkload.operators.undone_by_teardown`).
 
@@ -212,7 +212,7 @@ class PrepareTableOperator(_ModeTableOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         validate_or_fail(self.validate)
-        refuse_if_teardown_ended(self, context, PREPARE_OUTLIVES)
+        refuse_if_run_on(self, context, PREPARE_OUTLIVES)
         mode, keys = self.load_mode()
         if mode != APPEND:  # the target stays as it is; a work table of its shape is prepared
             return self.hook().prepare_work_table(

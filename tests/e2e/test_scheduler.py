@@ -11,16 +11,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from itertools import combinations
 from typing import Any
 
 from airflow_bulkload.operators.report import TIMING_KEY
 from tests.e2e.airflow_cluster import AirflowCluster
+from tests.e2e.backfills import backfill, next_dates
 from tests.e2e.example_load import ExampleLoad
 
 ROWS = 8_000  # per date: with the fixture's 96KB chunks, six chunks each
-BACKFILL_TIMEOUT = 360
 
 
 def _ts(value: str) -> float:
@@ -39,53 +39,6 @@ def _spans(
 
 def _overlapping(spans: list[tuple[Any, float, float]]) -> list[tuple[Any, Any]]:
     return [(a, b) for (a, s1, e1), (b, s2, e2) in combinations(spans, 2) if s1 < e2 and s2 < e1]
-
-
-def backfill(
-    cluster: AirflowCluster, dag_id: str, dates: list[str], conf: dict[str, Any] | None = None
-) -> list[tuple[Any, ...]]:
-    """Backfill ``dates`` (one run at a time), unpause the DAG and wait until every run of it
-    succeeded; fail as soon as one fails. Returns the runs' (run_id, run_type, state)."""
-    cluster.wait_for_api()
-    extra = ["--dag-run-conf", json.dumps(conf)] if conf else []
-    cluster.cli_ok(
-        "backfill",
-        "create",
-        "--dag-id",
-        dag_id,
-        "--from-date",
-        dates[0],
-        "--to-date",
-        dates[-1],
-        "--max-active-runs",
-        "1",
-        *extra,
-    )
-    cluster.cli_ok("dags", "unpause", dag_id)
-
-    def finished() -> list[tuple[Any, ...]] | None:
-        runs = cluster.query(
-            "SELECT run_id, run_type, state FROM dag_run WHERE dag_id = ?", (dag_id,)
-        )
-        if any(state == "failed" for _, _, state in runs):
-            raise AssertionError(f"a run failed: {runs}\n{cluster.diagnostics(dag_id)}")
-        done = len(runs) >= len(dates) and all(state == "success" for _, _, state in runs)
-        return runs if done else None
-
-    return cluster.wait_for(  # type: ignore[no-any-return]
-        f"the backfill runs of {dates} to succeed", finished, BACKFILL_TIMEOUT, 2
-    )
-
-
-def next_dates(cluster: AirflowCluster, dag_id: str, days: int) -> list[str]:
-    """The scheduler's next run (catchup=False: the latest due one) and the ``days - 1`` dates
-    before it: a backfill of them already holds the date the scheduler would run, so no
-    scheduled run joins in. (Started just before midnight UTC, the next day's scheduled run may
-    still join in, find no input and fail the test.)"""
-    next_run = datetime.fromisoformat(
-        cluster.query("SELECT next_dagrun FROM dag WHERE dag_id = ?", (dag_id,))[0][0]
-    ).date()
-    return [str(next_run - timedelta(days=n)) for n in reversed(range(days))]
 
 
 def test_a_backfill_under_the_scheduler_loads_both_dates_once_with_parallel_chunk_loads(
@@ -143,74 +96,3 @@ def test_a_backfill_under_the_scheduler_loads_both_dates_once_with_parallel_chun
         for spans in by_run.values():
             for _, start, _ in spans:  # as any load starts, at most `parallelism` are running
                 assert sum(1 for _, s, e in spans if s <= start < e) <= parallelism, spans
-
-
-def test_a_claim_cleared_alone_after_a_reload_run_refuses_and_the_runs_rows_stay(
-    scheduled_example: tuple[ExampleLoad, AirflowCluster],
-) -> None:
-    """``airflow tasks clear -t claim_table`` without ``-d`` (the REST API's default) after a
-    green ``reload`` run re-runs the claim alone: ``restore_table`` stays as it was. The claim
-    must not take the table (nothing would release it) nor withdraw the run's rows (nothing
-    would load them again, under a run that stayed green): it fails, changing nothing. Cleared
-    with its downstream tasks, as its error says, the run loads again: every row once."""
-    example, cluster = scheduled_example
-    example.rows = 3_000
-    dag_id = example.dag_id
-    cluster.wait_for_dag(dag_id)
-    [ds] = next_dates(cluster, dag_id, 1)
-    example.add_input(ds, seed=21)
-    before = example.snapshot()
-    [(run_id, _, _)] = backfill(cluster, dag_id, [ds], conf={"reload": True})
-    example.assert_loaded_once(before)
-    claim = ".claim_table"  # Airflow 3.3's `tasks clear -t` matches a substring, not a regex
-
-    def states() -> dict[str, tuple[str | None, int]]:
-        rows = cluster.query(
-            "SELECT task_id, state, try_number FROM task_instance"
-            " WHERE dag_id = ? AND run_id = ? AND map_index < 0",
-            (dag_id, run_id),
-        )
-        return {task_id.rsplit(".", 1)[-1]: (state, tries) for task_id, state, tries in rows}
-
-    first = states()
-    assert first["claim_table"][0] == "success" and first["restore_table"][0] == "success", first
-
-    def claim_ended(after: int) -> dict[str, tuple[str | None, int]] | None:
-        now = states()
-        state, tries = now["claim_table"]
-        run_state = cluster.query(
-            "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?", (dag_id, run_id)
-        )[0][0]
-        done = tries > after and state in ("success", "failed") and run_state != "running"
-        return now if done else None
-
-    # the run's logical date is its data interval's start, the day before the input's ds
-    [(logical,)] = cluster.query(
-        "SELECT date(logical_date) FROM dag_run WHERE run_id = ?", (run_id,)
-    )
-    one_run = ["-s", logical, "-e", logical, "-y"]
-    alone = cluster.cli_ok("tasks", "clear", dag_id, "-t", claim, *one_run)
-    again = cluster.wait_for(
-        "the claim cleared alone to end", lambda: claim_ended(first["claim_table"][1]), 120
-    )
-    assert again["claim_table"][0] == "failed", (alone, again)
-    # nothing else ran again, and nothing changed on the server
-    assert {k: v for k, v in again.items() if k != "claim_table"} == {
-        k: v for k, v in first.items() if k != "claim_table"
-    }
-    example.assert_loaded_once(before)
-    assert example.query("SELECT count(*) FROM bulkload.table_claims") == [(0,)]
-    log = "".join(p.read_text(errors="replace") for p in cluster.task_logs(dag_id, run_id))
-    assert "was cleared to run again without" in log and "Nothing was changed" in log
-
-    # as the error says: with its downstream tasks the reload runs, green, every row once
-    cluster.cli_ok("tasks", "clear", dag_id, "-t", claim, "-d", *one_run)
-
-    def reloaded() -> bool:
-        now = states()
-        return now["claim_table"][1] > again["claim_table"][1] and now["report"][0] == "success"
-
-    cluster.wait_for("the reload cleared with its downstream to succeed", reloaded, 300, 2)
-    assert states()["claim_table"][0] == "success"
-    example.assert_loaded_once(before)
-    assert example.query("SELECT count(*) FROM bulkload.table_claims") == [(0,)]
