@@ -66,26 +66,29 @@ with DAG(
         table_claim_timeout=timedelta(seconds=6),
     )
 """
-#: ``restore_table`` waits before it does anything while the file HOLD_RESTORE names exists,
-#: and fails as with a lost connection while FAIL_RESTORE's does
-RESTORE_POLICY = """
+#: before ``restore_table`` or ``prepare_table`` does anything: it waits while the file
+#: ``HOLD_<TASK>`` names exists, and fails as with a lost connection while ``FAIL_<TASK>``'s does
+STEP_POLICY = """
 import os, time
 
+NAMES = {"restore_table": "RESTORE", "prepare_table": "PREPARE"}
 
-def _hold_or_fail(context):
-    while os.path.exists(os.environ["HOLD_RESTORE"]):
+
+def _hold_or_fail(name):
+    while os.path.exists(os.environ.get("HOLD_" + name, "/nonexistent")):
         time.sleep(0.5)
-    if os.path.exists(os.environ["FAIL_RESTORE"]):
-        raise ConnectionError("restore_table lost its connection (test)")
+    if os.path.exists(os.environ.get("FAIL_" + name, "/nonexistent")):
+        raise ConnectionError(name.lower() + " lost its connection (test)")
 
 
 def task_policy(task):
     # pre_execute, not on_execute_callback: an error in a callback is only logged
-    if task.task_id.endswith("restore_table"):
+    name = NAMES.get(task.task_id.rsplit(".", 1)[-1])
+    if name:
         before = task._pre_execute_hook
 
-        def pre_execute(context, _before=before):
-            _hold_or_fail(context)
+        def pre_execute(context, _before=before, _name=name):
+            _hold_or_fail(_name)
             if _before is not None:
                 _before(context)
 
@@ -100,7 +103,7 @@ def clears(
     pg_db: TestDatabase, moto_server: MotoServer, tmp_path: Path
 ) -> Iterator[tuple[ExampleLoad, AirflowCluster, Path, Path]]:
     """The example's table with 3,000 rows a date in 96KB chunks, a deployment running
-    :data:`DAG_SOURCE` with :data:`RESTORE_POLICY`, and the policy's hold and fail files."""
+    :data:`DAG_SOURCE` with :data:`STEP_POLICY`, and its hold and fail files for restore."""
     example = _example(pg_db, moto_server, tmp_path)
     example.files = 2
     example.chunk_size = "96KB"
@@ -110,9 +113,13 @@ def clears(
     dags.mkdir()
     (dags / "clears.py").write_text(DAG_SOURCE)
     hold, fail = tmp_path / "hold-restore", tmp_path / "fail-restore"
-    env = example.env() | {"HOLD_RESTORE": str(hold), "FAIL_RESTORE": str(fail)}
+    env = example.env() | {
+        "HOLD_RESTORE": str(hold),
+        "FAIL_RESTORE": str(fail),
+        "FAIL_PREPARE": str(tmp_path / "fail-prepare"),
+    }
     cluster = AirflowCluster(
-        tmp_path / "cluster", env, dags_folder=dags, local_settings=RESTORE_POLICY
+        tmp_path / "cluster", env, dags_folder=dags, local_settings=STEP_POLICY
     )
     try:
         cluster.start()
@@ -236,6 +243,39 @@ def test_only_failed_after_the_claim_timed_out_refuses_then_a_downstream_clear_l
 
     clear(cluster, DAG_ID, run_id, "-t", CLAIM, "-d")
     wait_task_ran_again(cluster, DAG_ID, run_id, "claim_table", again["claim_table"][1])
+    assert run_state(cluster, DAG_ID, run_id) == "success", cluster.diagnostics(DAG_ID)
+    example.assert_loaded_once(empty)
+    assert claims(example) == []
+
+
+def test_only_failed_after_prepare_failed_refuses_then_a_downstream_clear_loads(
+    clears: tuple[ExampleLoad, AirflowCluster, Path, Path],
+) -> None:
+    """``prepare_table`` fails (a lost connection); ``restore_table``, its teardown, runs anyway.
+    "Only failed" clears prepare and what failed after it, not restore: prepare must refuse, or
+    a failure after it would leave the table without its indexes and claimed."""
+    example, cluster, hold, _ = clears
+    fail_prepare = hold.with_name("fail-prepare")
+    [ds] = next_dates(cluster, DAG_ID, 1)
+    example.add_input(ds, seed=41)
+    empty = example.snapshot()
+    fail_prepare.write_text("")
+    start_backfill(cluster, DAG_ID, [ds])
+    run_id = the_run(cluster, DAG_ID)
+    assert wait_run_ended(cluster, DAG_ID, run_id) == "failed"
+    first = task_states(cluster, DAG_ID, run_id)
+    assert first["prepare_table"][0] == "failed" and first["restore_table"][0] == "success", first
+    fail_prepare.unlink()  # the connection is back
+
+    clear(cluster, DAG_ID, run_id, "-f")
+    again = wait_task_ran_again(cluster, DAG_ID, run_id, "prepare_table", first["prepare_table"][1])
+    assert again["prepare_table"][0] == "failed", again
+    assert again["claim_table"] == first["claim_table"]  # not cleared: it had succeeded
+    assert "prepare_table was cleared to run again" in run_logs(cluster, DAG_ID, run_id)
+    assert claims(example) == [] and example.snapshot() == empty and rows(example) == 0
+
+    clear(cluster, DAG_ID, run_id, "-t", ".prepare_table", "-d")
+    wait_task_ran_again(cluster, DAG_ID, run_id, "prepare_table", again["prepare_table"][1])
     assert run_state(cluster, DAG_ID, run_id) == "success", cluster.diagnostics(DAG_ID)
     example.assert_loaded_once(empty)
     assert claims(example) == []
