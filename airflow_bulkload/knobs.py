@@ -16,8 +16,6 @@ from airflow_bulkload.bulk_mode.policy import LeaseKey
 AUTO = "auto"
 _TRUE = "true"
 _FALSE = "false"
-
-
 _BOOL_TEXT = {_TRUE: True, _FALSE: False}
 
 
@@ -45,8 +43,9 @@ def parse_bool(value: bool | str, name: str) -> bool:
     """
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in _BOOL_TEXT:
-        return _BOOL_TEXT[value.strip().lower()]
+    parsed = _BOOL_TEXT.get(value.strip().lower()) if isinstance(value, str) else None
+    if parsed is not None:
+        return parsed
     raise ValueError(f"{name} must be True or False (any case), got {value!r}")
 
 
