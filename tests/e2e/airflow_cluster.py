@@ -187,14 +187,21 @@ class AirflowCluster:
             check=False,
         )
 
-    def cli_ok(self, *args: str) -> str:
-        result = self.cli(*args)
-        if result.returncode != 0:
-            raise AssertionError(
-                f"airflow {' '.join(args)} failed ({result.returncode}):\n"
-                f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}\n{self.diagnostics()}"
-            )
-        return result.stdout
+    def cli_ok(self, *args: str, attempts: int = 3) -> str:
+        """``airflow <args>``'s output; fails with the services' logs unless it exits 0. A
+        command that found the SQLite metadata database locked by the services (its writes
+        roll back) is run again, up to ``attempts`` times."""
+        for attempt in range(1, attempts + 1):
+            result = self.cli(*args)
+            if result.returncode == 0:
+                return result.stdout
+            output = f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+            if "database is locked" not in output or attempt == attempts:
+                break
+            time.sleep(2)
+        raise AssertionError(
+            self.failure(f"airflow {' '.join(args)} failed ({result.returncode}):\n{output}")
+        )
 
     def query(self, sql: str, params: Any = ()) -> list[tuple[Any, ...]]:
         """Read the metadata database (read-only, so it never holds a write lock)."""
@@ -215,7 +222,7 @@ class AirflowCluster:
                 return value
             if time.monotonic() > deadline:
                 raise AssertionError(
-                    f"timed out after {timeout} s waiting for {what}\n" + self.diagnostics()
+                    self.failure(f"timed out after {timeout} s waiting for {what}")
                 )
             time.sleep(interval)
 
@@ -251,6 +258,11 @@ class AirflowCluster:
         pattern = f"run_id={run_id}/**/*.log" if run_id else "**/*.log"
         found = [p for root in self.log_folders for p in (root / f"dag_id={dag_id}").glob(pattern)]
         return sorted(found, key=lambda p: p.stat().st_mtime)
+
+    def failure(self, headline: str, dag_id: str | None = None) -> str:
+        """A test failure's message: ``headline``, the :meth:`diagnostics`, then ``headline``
+        again, so an output cut to its last lines (CI's) still says what failed."""
+        return f"{headline}\n{self.diagnostics(dag_id)}\n=== so, the failure: {headline}"
 
     def diagnostics(self, dag_id: str | None = None, failed_only: bool = True) -> str:
         """Tails of the services' logs and of the task logs (the failed tasks' if any)."""

@@ -56,7 +56,7 @@ def backfill(
             "SELECT run_id, run_type, state FROM dag_run WHERE dag_id = ?", (dag_id,)
         )
         if any(state == "failed" for _, _, state in runs):
-            raise AssertionError(f"a run failed: {runs}\n{cluster.diagnostics(dag_id)}")
+            raise AssertionError(cluster.failure(f"a run failed: {runs}", dag_id))
         done = len(runs) >= len(dates) and all(state == "success" for _, _, state in runs)
         return runs if done else None
 

@@ -119,7 +119,7 @@ def _wait_for_run(cluster: CeleryCluster, dag_id: str, timeout: float = RUN_TIME
     def ended() -> str | None:
         rows = cluster.query("SELECT run_id, state FROM dag_run WHERE dag_id = ?", (dag_id,))
         if rows and rows[0][1] == "failed":
-            raise AssertionError(f"{dag_id} failed:\n{cluster.diagnostics(dag_id)}")
+            raise AssertionError(cluster.failure(f"{dag_id} failed", dag_id))
         return rows[0][0] if rows and rows[0][1] == "success" else None
 
     started = time.monotonic()
@@ -384,9 +384,7 @@ def _kill_worker_mid_chunk(cluster: CeleryCluster, example: ExampleLoad, timeout
                 cluster.kill(worker)
                 return worker
         time.sleep(0.01)
-    raise AssertionError(
-        f"no chunk load seen in {timeout} s\n{cluster.diagnostics(example.dag_id)}"
-    )
+    raise AssertionError(cluster.failure(f"no chunk load seen in {timeout} s", example.dag_id))
 
 
 @pytest.mark.parametrize("engine", ["postgres", "mysql"])
@@ -460,9 +458,7 @@ def _kill_worker_mid_staging(cluster: CeleryCluster, dag_id: str, timeout: float
                 cluster.kill(workers[hostname])
                 return workers[hostname]
         time.sleep(0.05)
-    raise AssertionError(
-        f"no staging group seen running in {timeout} s\n{cluster.diagnostics(dag_id)}"
-    )
+    raise AssertionError(cluster.failure(f"no staging group seen running in {timeout} s", dag_id))
 
 
 def test_a_worker_killed_while_staging_a_group_leaves_no_chunk_twice(

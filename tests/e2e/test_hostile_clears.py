@@ -164,7 +164,9 @@ def test_a_claim_cleared_alone_after_a_green_reload_run_refuses_and_the_rows_sta
     # as the error says: with its downstream tasks the reload runs, green, every row once
     clear(cluster, DAG_ID, run_id, "-t", CLAIM, "-d")
     wait_task_ran_again(cluster, DAG_ID, run_id, "claim_table", again["claim_table"][1])
-    assert run_state(cluster, DAG_ID, run_id) == "success", cluster.diagnostics(DAG_ID)
+    assert run_state(cluster, DAG_ID, run_id) == "success", cluster.failure(
+        "the run did not end green", DAG_ID
+    )
     example.assert_loaded_once(before)
     assert claims(example) == []
 
@@ -243,7 +245,9 @@ def test_only_failed_after_the_claim_timed_out_refuses_then_a_downstream_clear_l
 
     clear(cluster, DAG_ID, run_id, "-t", CLAIM, "-d")
     wait_task_ran_again(cluster, DAG_ID, run_id, "claim_table", again["claim_table"][1])
-    assert run_state(cluster, DAG_ID, run_id) == "success", cluster.diagnostics(DAG_ID)
+    assert run_state(cluster, DAG_ID, run_id) == "success", cluster.failure(
+        "the run did not end green", DAG_ID
+    )
     example.assert_loaded_once(empty)
     assert claims(example) == []
 
@@ -276,6 +280,8 @@ def test_only_failed_after_prepare_failed_refuses_then_a_downstream_clear_loads(
 
     clear(cluster, DAG_ID, run_id, "-t", ".prepare_table", "-d")
     wait_task_ran_again(cluster, DAG_ID, run_id, "prepare_table", again["prepare_table"][1])
-    assert run_state(cluster, DAG_ID, run_id) == "success", cluster.diagnostics(DAG_ID)
+    assert run_state(cluster, DAG_ID, run_id) == "success", cluster.failure(
+        "the run did not end green", DAG_ID
+    )
     example.assert_loaded_once(empty)
     assert claims(example) == []
