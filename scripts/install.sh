@@ -25,7 +25,12 @@ if [ -z "$UV" ] || [ "$("$UV" --version | awk '{print $2}')" != "$UV_VERSION" ];
 fi
 
 [ -x .venv/bin/python ] || "$UV" venv -q --python 3.11 .venv
-"$UV" pip sync -q --python .venv/bin/python requirements/lock.txt
+# Bytecode compiled once, here, as a deployment's image has it: where PYTHONDONTWRITEBYTECODE is
+# set (this machine, many Docker images) and nothing was compiled, every Python process compiles
+# each module it imports from source again, and an `airflow` command starts in about 4 s
+# instead of 1.5 s (every task process and CLI call of the tests, the demo and the bench).
+"$UV" pip sync -q --compile-bytecode --python .venv/bin/python requirements/lock.txt
 "$UV" pip install -q --python .venv/bin/python --no-deps -e .
+.venv/bin/python -m compileall -q -j 0 airflow_bulkload dags >/dev/null
 touch .venv/.installed
 echo "install: .venv ready ($(.venv/bin/python -c 'import airflow; print("Airflow", airflow.__version__)'))"
