@@ -22,7 +22,7 @@ from airflow_bulkload.exceptions import (
     InputAlreadyLoadedError,
 )
 from airflow_bulkload.s3io import parse_s3_uri, s3_client
-from airflow_bulkload.staging.direct import open_chunk_stream
+from airflow_bulkload.staging.direct import open_chunk_stream, withdrawable_specs
 from airflow_bulkload.staging.manifest import ChunkSpec, read_manifest
 from airflow_bulkload.staging.planning import MANIFEST_NAME
 
@@ -169,14 +169,27 @@ class TableTruthMixin:
                 prefixes = sorted({e.chunk_key.rsplit("/", 1)[0] + "/" for e in superseded})
                 if not reload:
                     self._refuse_loaded_input(conn, ref, bucket, prefixes, current_key)
-                if dialect.table_is_empty(conn, ref):
+            # each withdraw commits on its own: find a chunk whose rows cannot be told before
+            # taking any out, so a refusal leaves the table and the ledger as they were
+            to_withdraw = superseded + (mine if reload else [])
+            empty = not to_withdraw or dialect.table_is_empty(conn, ref)
+            specs = (
+                {} if empty else withdrawable_specs([e.chunk_key for e in to_withdraw], bucket, s3)
+            )
+            if superseded:
+                if empty:
                     self._forget_gone(conn, ref, superseded, "the table is empty")
                 else:
                     key_columns = self._withdraw_key(conn, ref, superseded, bucket, s3)
                     for entry in superseded:
                         withdrawn.append(
                             self._withdraw(
-                                conn, ref, entry, bucket, key_columns, s3, exact=not reload
+                                conn,
+                                ref,
+                                entry,
+                                specs[entry.chunk_key],
+                                key_columns,
+                                exact=not reload,
                             )
                         )
                 with dialect.transaction(conn):
@@ -186,13 +199,19 @@ class TableTruthMixin:
                 self._forget_gone(conn, ref, mine, "the table is empty")
                 mine = []
             if reload and mine:
+                specs = specs or withdrawable_specs([e.chunk_key for e in mine], bucket, s3)
                 key_columns = self._withdraw_key(conn, ref, mine, bucket, s3)
                 for entry in mine:
                     withdrawn.append(
                         # matched on every column (no key): identical rows of another load
                         # could stand in for missing ones, so the count must match exactly
                         self._withdraw(
-                            conn, ref, entry, bucket, key_columns, s3, exact=not key_columns
+                            conn,
+                            ref,
+                            entry,
+                            specs[entry.chunk_key],
+                            key_columns,
+                            exact=not key_columns,
                         )
                     )
                 mine = []
@@ -459,31 +478,18 @@ class TableTruthMixin:
         conn: Any,
         table: TableRef,
         entry: LedgerEntry,
-        bucket: str,
+        spec: ChunkSpec,
         key_columns: list[str],
-        s3: Any,
         *,
         exact: bool = True,
     ) -> ChunkResult:
-        """Take one chunk back out.
+        """Take one chunk (``spec``, checked by :func:`withdrawable_specs`) back out.
 
         ``exact``: exactly the rows the ledger says it loaded; otherwise (a reload asked for by the
         author) at most that many: what is left of them.
         """
         started = time.monotonic()
-        uri = f"s3://{bucket}/{entry.chunk_key}"
-        manifest = read_manifest(s3, uri.rsplit("/", 1)[0] + "/" + MANIFEST_NAME)
-        spec = (
-            next((c for c in manifest.chunks if c.key == entry.chunk_key), None)
-            if manifest
-            else None
-        )
-        if spec is None:
-            raise BulkLoadError(
-                f"{uri} was loaded into {table} by an earlier attempt of this load from a staging "
-                "that has since been replaced, and its manifest is gone: its rows cannot be "
-                "identified to take them back"
-            )
+        s3 = self.s3
         with open_chunk_stream(spec, aws_conn_id=None, client=s3, to_withdraw=True) as stream:
             withdrawal = Withdrawal(table, entry, spec, key_columns, exact=exact)
             deleted = self.dialect.withdraw_chunk(conn, withdrawal, stream)

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
-from airflow_bulkload.exceptions import ChunkLoadError
+from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError
 from airflow_bulkload.gzip_codec import gunzip_reader
 from airflow_bulkload.s3io import (
     READ_BUFFER_BYTES,
@@ -40,8 +40,9 @@ from airflow_bulkload.s3io import (
     s3_error_code,
 )
 from airflow_bulkload.staging.copy_safety import CopySafety
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, read_manifest
 from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES
+from airflow_bulkload.staging.planning import MANIFEST_NAME
 
 #: bytes read at the start of each object (format and header) and around each cut point
 PEEK_BYTES = 64 * 1024
@@ -277,6 +278,87 @@ class _DirectReader:
         return keys[0], keys[1]
 
 
+#: S3 error codes of a pinned read whose object changed or went away since planning
+_GONE = ("PreconditionFailed", "412", "NoSuchKey", "404", "NoSuchVersion")
+
+
+def _content_gone(spec: ChunkSpec, code: str) -> DirectInputError:
+    """The error of a chunk whose loaded rows must be taken back out but whose content is gone."""
+    kept = "keeps no versions of it" if not spec.version_id else "no longer has that version"
+    return DirectInputError(
+        spec.uri,
+        f"the rows this chunk loaded cannot be told any more: its object changed since "
+        f"({code}) and the bucket {kept}, so its old content is gone. "
+        "Delete those rows from the table yourself (and then this chunk's row in the "
+        "chunk ledger), or keep versions on the input bucket (S3 versioning) so old "
+        "content stays readable; direct=False keeps a staged copy instead",
+        expected=f"the object with ETag {spec.etag}",
+    )
+
+
+def check_withdrawable(spec: ChunkSpec, client: Any) -> None:
+    """Raise what :func:`open_chunk_stream` (``to_withdraw``) would, without reading the bytes.
+
+    A HEAD of the chunk's object (its version, when planning saw one), its ETag compared here,
+    so a withdraw of many chunks can find an unreadable one before it takes any out.
+    """
+    request: dict[str, Any] = {"Bucket": spec.bucket, "Key": spec.object_key}
+    if spec.is_direct and spec.version_id:
+        request["VersionId"] = spec.version_id
+    try:
+        head = client.head_object(**request)
+    except Exception as exc:
+        code = s3_error_code(exc)
+        if code not in _GONE:
+            raise
+        if spec.is_direct:
+            raise _content_gone(spec, code) from exc
+        raise ChunkLoadError(
+            spec.uri,
+            f"the staged chunk is gone ({code}), so the rows it loaded cannot be told any more. "
+            "Delete those rows from the table yourself (and then this chunk's row in the chunk "
+            "ledger), or keep the staging prefix until its loads are replaced",
+            expected="the staged chunk its load read",
+        ) from exc
+    etag = str(head.get("ETag", "")).strip('"')
+    if spec.is_direct and not spec.version_id and spec.etag and etag != spec.etag.strip('"'):
+        raise _content_gone(spec, f"ETag {etag}")
+
+
+def withdrawable_specs(chunk_keys: Sequence[str], bucket: str, s3: Any) -> dict[str, ChunkSpec]:
+    """Each ledger chunk key's spec, from its staging's manifest, once all are found readable.
+
+    Each chunk is checked as its load read it (:func:`check_withdrawable`); the first that is
+    not raises. Withdraws commit chunk by chunk, so they are all checked before any is taken out.
+    """
+    manifests: dict[str, dict[str, ChunkSpec]] = {}
+    specs: dict[str, ChunkSpec] = {}
+    for key in chunk_keys:
+        uri = f"s3://{bucket}/{key}"
+        manifest_uri = uri.rsplit("/", 1)[0] + "/" + MANIFEST_NAME
+        if manifest_uri not in manifests:
+            manifest = read_manifest(s3, manifest_uri)
+            manifests[manifest_uri] = {c.key: c for c in manifest.chunks} if manifest else {}
+        spec = manifests[manifest_uri].get(key)
+        if spec is None:
+            raise BulkLoadError(
+                f"{uri} was loaded by an earlier attempt of this load from a staging that has "
+                "since been replaced, and its manifest is gone: its rows cannot be identified "
+                "to take them back. Nothing was taken out"
+            )
+        try:
+            check_withdrawable(spec, s3)
+        except ChunkLoadError as exc:
+            raise exc.__class__(
+                exc.source,
+                f"{exc.reason}. Nothing was taken out of the table: all {len(chunk_keys)} "
+                "chunk(s) to take out are checked before any is",
+                expected=exc.expected,
+            ) from exc
+        specs[key] = spec
+    return specs
+
+
 def _pinned(spec: ChunkSpec) -> dict[str, Any]:
     """A GET of the chunk's object as planning saw it: its version, else its ETag."""
     request: dict[str, Any] = {"Bucket": spec.bucket, "Key": spec.object_key}
@@ -345,17 +427,9 @@ def open_chunk_stream(
         response = s3.get_object(**request)
     except Exception as exc:
         code = s3_error_code(exc)
-        if to_withdraw and code in ("PreconditionFailed", "412", "NoSuchKey", "404"):
-            raise DirectInputError(
-                spec.uri,
-                f"the rows this chunk loaded cannot be told any more: its object changed since "
-                f"({code}) and the bucket keeps no versions of it, so its old content is gone. "
-                "Delete those rows from the table yourself (and then this chunk's row in the "
-                "chunk ledger), or keep versions on the input bucket (S3 versioning) so old "
-                "content stays readable; direct=False keeps a staged copy instead",
-                expected=f"the object with ETag {spec.etag}",
-            ) from exc
-        if code in ("PreconditionFailed", "412", "NoSuchKey", "404", "NoSuchVersion"):
+        if to_withdraw and code in _GONE:
+            raise _content_gone(spec, code) from exc
+        if code in _GONE:
             raise DirectInputError(
                 spec.uri,
                 "the input object changed or went away after the load was planned "

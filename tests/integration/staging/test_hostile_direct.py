@@ -168,6 +168,53 @@ def test_fixing_a_bad_value_in_an_unversioned_bucket_says_what_to_do(
     assert table(pg_db) == [(i, f"note {i}", i) for i in range(1, 601)]
 
 
+@pytest.mark.parametrize("reload", [True, False], ids=["reload", "after-a-failed-load"])
+def test_a_withdraw_that_meets_a_changed_object_in_an_unversioned_bucket_takes_nothing_out(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, reload: bool
+) -> None:
+    """What the user did (hostile review): a date loaded from three files in a plain bucket
+    (no versioning), each cut in ranges; b.csv was then overwritten with other content and the
+    date run again, with ``reload`` (or after a load that had not completed).
+
+    What happened: the claim's withdraw took a.csv's ranges back out, committing each, then
+    met b.csv's old content gone and failed: the table held neither the old date's rows nor
+    the new one's, and every later run stayed there.
+
+    What should happen: the withdraw finds b.csv unreadable before it takes anything out, and
+    fails saying so: the table and the chunk ledger stay as they were.
+    """
+    pg_db.query(NOTES)
+    files = {name: range(start, start + 600) for name, start in (("a", 1), ("b", 601), ("c", 1201))}
+    for name, ids in files.items():
+        body = "id,note,n\n" + "".join(f"{i},note {i},{i}\n" for i in ids)
+        put(moto_server, s3_bucket, f"in/{name}.csv", body.encode())
+    hook = BulkLoadHook(conn_id=pg_db.conn_id)
+    first = plan(moto_server, s3_bucket, quoted_newlines=False)
+    assert len(first.manifest.chunks) > 3  # each file in ranges
+    if reload:
+        run_load(hook, first)  # completed and verified: only a reload replaces it
+    else:  # a load that did not complete: its committed chunks are withdrawn on the next input
+        hook.reconcile("notes", first.manifest_uri, load_id="t")
+        for chunk in first.manifest.chunks:
+            hook.load_chunk("notes", chunk, load_id="t")
+    before = table(pg_db)
+    assert len(before) == 1800
+    ledger = "SELECT chunk_key, rows FROM bulkload.chunk_ledger ORDER BY chunk_key"
+    ledger_before = pg_db.query(ledger)
+
+    body = "id,note,n\n" + "".join(f"{i},changed {i},{i}\n" for i in range(601, 1190))
+    put(moto_server, s3_bucket, "in/b.csv", body.encode())
+    second = plan(moto_server, s3_bucket, quoted_newlines=False)
+    assert second.manifest_uri != first.manifest_uri
+
+    with pytest.raises(ChunkLoadError, match="Nothing was taken out") as failure:
+        hook.reconcile("notes", second.manifest_uri, load_id="t2", reload=reload)
+    assert failure.value.source.endswith("/in/b.csv"), str(failure.value)
+    assert "keeps no versions" in str(failure.value)
+    assert table(pg_db) == before
+    assert pg_db.query(ledger) == ledger_before
+
+
 @pytest.mark.parametrize("gzipped", [False, True], ids=["range", "gzip"])
 def test_a_bad_value_in_a_file_with_reordered_columns_names_its_line(
     pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, gzipped: bool
