@@ -17,10 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_bulkload.catalog import ChunkResult, LedgerEntry, LoadRecord, Reconciliation, TableRef
 from airflow_bulkload.dialects import Withdrawal
-from airflow_bulkload.exceptions import (
-    BulkLoadError,
-    InputAlreadyLoadedError,
-)
+from airflow_bulkload.exceptions import BulkLoadError, InputAlreadyLoadedError
 from airflow_bulkload.s3io import parse_s3_uri, s3_client
 from airflow_bulkload.staging.direct import open_chunk_stream, withdrawable_specs
 from airflow_bulkload.staging.manifest import ChunkSpec, read_manifest
@@ -181,17 +178,9 @@ class TableTruthMixin:
                     self._forget_gone(conn, ref, superseded, "the table is empty")
                 else:
                     key_columns = self._withdraw_key(conn, ref, superseded, bucket, s3)
-                    for entry in superseded:
-                        withdrawn.append(
-                            self._withdraw(
-                                conn,
-                                ref,
-                                entry,
-                                specs[entry.chunk_key],
-                                key_columns,
-                                exact=not reload,
-                            )
-                        )
+                    self._withdraw_each(
+                        conn, ref, superseded, specs, key_columns, withdrawn, not reload
+                    )
                 with dialect.transaction(conn):
                     for prefix in prefixes:
                         dialect.delete_load_records(conn, ref, prefix)
@@ -201,19 +190,9 @@ class TableTruthMixin:
             if reload and mine:
                 specs = specs or withdrawable_specs([e.chunk_key for e in mine], bucket, s3)
                 key_columns = self._withdraw_key(conn, ref, mine, bucket, s3)
-                for entry in mine:
-                    withdrawn.append(
-                        # matched on every column (no key): identical rows of another load
-                        # could stand in for missing ones, so the count must match exactly
-                        self._withdraw(
-                            conn,
-                            ref,
-                            entry,
-                            specs[entry.chunk_key],
-                            key_columns,
-                            exact=not key_columns,
-                        )
-                    )
+                # matched on every column (no key): identical rows of another load could stand
+                # in for missing ones, so the count must match exactly
+                self._withdraw_each(conn, ref, mine, specs, key_columns, withdrawn, not key_columns)
                 mine = []
             if mine:
                 manifest = read_manifest(s3, manifest_uri)
@@ -473,27 +452,42 @@ class TableTruthMixin:
         self.log.warning("%s", warning)
         return [warning]
 
-    def _withdraw(
+    def _withdraw_each(
         self,
         conn: Any,
         table: TableRef,
-        entry: LedgerEntry,
-        spec: ChunkSpec,
+        entries: list[LedgerEntry],
+        specs: dict[str, ChunkSpec],
         key_columns: list[str],
-        *,
-        exact: bool = True,
-    ) -> ChunkResult:
-        """Take one chunk (``spec``, checked by :func:`withdrawable_specs`) back out.
+        withdrawn: list[ChunkResult],
+        exact: bool,
+    ) -> None:
+        """Take each entry's chunk back out, each in a transaction of its own, into ``withdrawn``.
+
+        ``specs`` were checked by :func:`withdrawable_specs`; a failure says what was taken out.
 
         ``exact``: exactly the rows the ledger says it loaded; otherwise (a reload asked for by the
         author) at most that many: what is left of them.
         """
-        started = time.monotonic()
-        s3 = self.s3
-        with open_chunk_stream(spec, aws_conn_id=None, client=s3, to_withdraw=True) as stream:
-            withdrawal = Withdrawal(table, entry, spec, key_columns, exact=exact)
-            deleted = self.dialect.withdraw_chunk(conn, withdrawal, stream)
-        self.log.info("%s: took its %d rows back out of %s", spec.uri, deleted, table)
-        return ChunkResult(
-            spec.uri, deleted, entry.bytes, time.monotonic() - started, False, "withdraw"
-        )
+        try:
+            for entry in entries:
+                started, spec = time.monotonic(), specs[entry.chunk_key]
+                with open_chunk_stream(
+                    spec, aws_conn_id=None, client=self.s3, to_withdraw=True
+                ) as stream:
+                    withdrawal = Withdrawal(table, entry, spec, key_columns, exact=exact)
+                    deleted = self.dialect.withdraw_chunk(conn, withdrawal, stream)
+                self.log.info("%s: took its %d rows back out of %s", spec.uri, deleted, table)
+                seconds = time.monotonic() - started
+                withdrawn.append(
+                    ChunkResult(spec.uri, deleted, entry.bytes, seconds, False, "withdraw")
+                )
+        except Exception as exc:
+            if withdrawn:
+                exc.add_note(
+                    f"Before this, {len(withdrawn)} chunk(s) were taken out of {table} (their "
+                    f"rows and ledger entries, each committed): "
+                    f"{', '.join(r.uri for r in withdrawn)}. A later run of an input that covers "
+                    "them loads them again"
+                )
+            raise

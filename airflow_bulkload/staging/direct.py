@@ -299,8 +299,9 @@ def _content_gone(spec: ChunkSpec, code: str) -> DirectInputError:
 def check_withdrawable(spec: ChunkSpec, client: Any) -> None:
     """Raise what :func:`open_chunk_stream` (``to_withdraw``) would, without reading the bytes.
 
-    A HEAD of the chunk's object (its version, when planning saw one), its ETag compared here,
-    so a withdraw of many chunks can find an unreadable one before it takes any out.
+    A HEAD of the chunk's object (its version, when planning saw one), its ETag (a staged
+    chunk: its size) compared with what its load read, so a withdraw of many chunks can find
+    an unreadable one before it takes any out.
     """
     request: dict[str, Any] = {"Bucket": spec.bucket, "Key": spec.object_key}
     if spec.is_direct and spec.version_id:
@@ -320,9 +321,23 @@ def check_withdrawable(spec: ChunkSpec, client: Any) -> None:
             "ledger), or keep the staging prefix until its loads are replaced",
             expected="the staged chunk its load read",
         ) from exc
-    etag = str(head.get("ETag", "")).strip('"')
-    if spec.is_direct and not spec.version_id and spec.etag and etag != spec.etag.strip('"'):
-        raise _content_gone(spec, f"ETag {etag}")
+    if spec.is_direct:
+        # compared even with a version pinned: a bucket with versioning suspended overwrites
+        # its "null" version in place
+        etag = str(head.get("ETag", "")).strip('"')
+        if spec.etag and etag != spec.etag.strip('"'):
+            raise _content_gone(spec, f"ETag {etag}")
+        return
+    size = int(head.get("ContentLength", spec.bytes))
+    if spec.bytes and size != spec.bytes:  # a staged chunk's manifest keeps its size, no ETag
+        raise ChunkLoadError(
+            spec.uri,
+            f"the staged chunk was replaced since it loaded (it has {size} bytes, the manifest "
+            f"says {spec.bytes}), so the rows it loaded cannot be told from it. Put the chunk "
+            "back as staging wrote it, or delete those rows from the table yourself (and then "
+            "this chunk's row in the chunk ledger)",
+            expected="the staged chunk its load read",
+        )
 
 
 def withdrawable_specs(chunk_keys: Sequence[str], bucket: str, s3: Any) -> dict[str, ChunkSpec]:
