@@ -21,7 +21,6 @@ from airflow_bulkload.exceptions import BulkLoadError, InputAlreadyLoadedError
 from airflow_bulkload.s3io import parse_s3_uri, s3_client
 from airflow_bulkload.staging.direct import open_chunk_stream, withdrawable_specs
 from airflow_bulkload.staging.manifest import ChunkSpec, read_manifest
-from airflow_bulkload.staging.planning import MANIFEST_NAME
 
 if TYPE_CHECKING:
     from airflow.sdk.types import Logger
@@ -177,7 +176,7 @@ class TableTruthMixin:
                 if empty:
                     self._forget_gone(conn, ref, superseded, "the table is empty")
                 else:
-                    key_columns = self._withdraw_key(conn, ref, superseded, bucket, s3)
+                    key_columns = self._withdraw_key(conn, ref, superseded, specs)
                     self._withdraw_each(
                         conn, ref, superseded, specs, key_columns, withdrawn, not reload
                     )
@@ -189,7 +188,7 @@ class TableTruthMixin:
                 mine = []
             if reload and mine:
                 specs = specs or withdrawable_specs([e.chunk_key for e in mine], bucket, s3)
-                key_columns = self._withdraw_key(conn, ref, mine, bucket, s3)
+                key_columns = self._withdraw_key(conn, ref, mine, specs)
                 # matched on every column (no key): identical rows of another load could stand
                 # in for missing ones, so the count must match exactly
                 self._withdraw_each(conn, ref, mine, specs, key_columns, withdrawn, not key_columns)
@@ -311,7 +310,7 @@ class TableTruthMixin:
                 )
 
     def _withdraw_key(
-        self, conn: Any, ref: TableRef, entries: list[LedgerEntry], bucket: str, s3: Any
+        self, conn: Any, ref: TableRef, entries: list[LedgerEntry], specs: dict[str, ChunkSpec]
     ) -> list[str]:
         """The columns a withdraw of ``entries`` matches rows by.
 
@@ -326,12 +325,10 @@ class TableTruthMixin:
         info = self.dialect.describe_table(conn, ref)
         generated = set(info.extra.get("generated_columns", []))
         carried = {c.name for c in info.columns if c.name not in generated}
-        keys = {e.chunk_key for e in entries}
-        for prefix in sorted({key.rsplit("/", 1)[0] for key in keys}):
-            manifest = read_manifest(s3, f"s3://{bucket}/{prefix}/{MANIFEST_NAME}")
-            for chunk in manifest.chunks if manifest else []:
-                if chunk.key in keys and chunk.columns:
-                    carried &= set(chunk.columns)
+        for entry in entries:  # the specs withdrawable_specs read from their manifests
+            columns = specs[entry.chunk_key].columns
+            if columns:
+                carried &= set(columns)
         not_null = {c.name for c in info.columns if not c.nullable}
         unique = [
             list(index.columns)
