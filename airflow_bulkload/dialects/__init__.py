@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from airflow_bulkload.dialects.requests import IndexBuild, LoadInto, Withdrawal
+from airflow_bulkload.dialects.requests import IndexBuild, LoadInto, Withdrawal, WithdrawScratch
 from airflow_bulkload.dialects.roles import Dialect
 
 
@@ -29,4 +29,4 @@ def dialect_for(conn_type: str, *, state_schema: str | None = None) -> Dialect:
     raise ValueError(f"no bulk-load dialect for connection type {conn_type!r} (postgres or mysql)")
 
 
-__all__ = ["Dialect", "IndexBuild", "LoadInto", "Withdrawal", "dialect_for"]
+__all__ = ["Dialect", "IndexBuild", "LoadInto", "WithdrawScratch", "Withdrawal", "dialect_for"]

@@ -43,6 +43,17 @@ class Withdrawal:
 
 
 @dataclass(frozen=True)
+class WithdrawScratch:
+    """The table withdrawn chunks are read into, one after another, and its ``columns``.
+
+    A row of the target matches a scratch row on ``key_columns``, or on all ``columns``.
+    """
+
+    table: TableRef
+    columns: list[str]
+
+
+@dataclass(frozen=True)
 class IndexBuild:
     """Saved indexes to build in one session.
 

@@ -22,7 +22,7 @@ from airflow_bulkload.catalog import (
     TableState,
     check_identifier,
 )
-from airflow_bulkload.dialects.requests import IndexBuild, LoadInto, Withdrawal
+from airflow_bulkload.dialects.requests import IndexBuild, LoadInto, Withdrawal, WithdrawScratch
 from airflow_bulkload.dialects.work_tables import WorkTables
 from airflow_bulkload.staging.manifest import ChunkSpec
 
@@ -99,20 +99,37 @@ class Ledger(abc.ABC):
         """The committed chunks of ``table`` whose key starts with ``key_prefix``, by key."""
 
     @abc.abstractmethod
-    def withdraw_chunk(self, conn: Any, withdrawal: Withdrawal, stream: ChunkStream) -> int:
-        """Take a committed chunk back out, in one transaction of its own; returns rows deleted.
+    def withdraw_scratch(
+        self, conn: Any, table: TableRef, columns: list[str] | None, *, keyless: bool, tag: str
+    ) -> AbstractContextManager[WithdrawScratch]:
+        """A scratch table for :meth:`withdraw_rows`, made before their transaction, dropped after.
 
-        Delete the rows of ``withdrawal.table`` whose ``key_columns`` equal those of a row in
-        ``stream`` (the chunk's content, as it was loaded) and the chunk's ledger entry, and
-        commit. With no ``key_columns`` (the table has no key the chunk carries), a row matches on
-        every column the chunk carries, NULL-safely, and the delete must be exact.
+        It holds ``columns`` of ``table`` (``None``: every loadable column). ``keyless``: rows
+        will match on every column (the engine may index for it). ``tag`` names what it is for
+        (a chunk key), so a killed run's leftover is replaced by the next withdraw of it.
+        """
+
+    @abc.abstractmethod
+    def withdraw_rows(
+        self, conn: Any, withdrawal: Withdrawal, scratch: WithdrawScratch, stream: ChunkStream
+    ) -> int:
+        """Take one committed chunk back out, in the caller's transaction; returns rows deleted.
+
+        The caller claimed the chunk (:meth:`claim_chunk`) in that transaction and commits or
+        rolls back every chunk it withdraws at once. ``stream`` (the chunk's content, as it
+        loaded) is read into ``scratch``; the rows of ``withdrawal.table`` whose ``key_columns``
+        equal those of a scratch row are deleted with the chunk's ledger entry; then ``scratch``
+        is emptied for the next chunk. With no ``key_columns`` (the table has no key the chunk
+        carries), a row matches on every column the chunk carries, NULL-safely, and the delete
+        must be exact.
 
         The delete must match the ledger: with ``exact`` it must delete exactly ``entry.rows``
         rows, else (at most that many, for a chunk some of whose rows are already gone) it
-        raises :class:`~airflow_bulkload.exceptions.WithdrawMismatchError` and rolls back, so
-        rows the chunk did not insert are never taken. A row with a chunk key whose other
-        columns differ from the chunk's row changed since it loaded (another load, a person):
-        :class:`~airflow_bulkload.exceptions.WithdrawChangedRowsError`, nothing deleted.
+        raises :class:`~airflow_bulkload.exceptions.WithdrawMismatchError`, so rows the chunk
+        did not insert are never taken. A row with a chunk key whose other columns differ from
+        the chunk's row changed since it loaded (another load, a person):
+        :class:`~airflow_bulkload.exceptions.WithdrawChangedRowsError`. Either error leaves the
+        caller's transaction to roll back.
         """
 
     @abc.abstractmethod

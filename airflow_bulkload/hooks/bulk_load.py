@@ -230,7 +230,7 @@ class BulkLoadHook(LoadErrorTracingMixin, LoadVerificationMixin, BaseHook):
                         if stale is None:
                             return self._skipped(spec, ref, existing, method)
                     # outside the transaction: taking the stale entry back claims the chunk itself
-                    self._withdraw_stale(conn, ref, existing, spec, stale)
+                    self._withdraw_stale(conn, ref, [(existing, spec, stale)])
         result = ChunkResult(spec.uri, rows, nbytes, time.monotonic() - started, False, method)
         self.log.info(
             "%s -> %s: %d rows, %.1f MB in %.2f s (%.0f rows/s, %.1f MB/s)",

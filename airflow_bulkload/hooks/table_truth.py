@@ -10,7 +10,7 @@ skips a chunk.
 
 from __future__ import annotations
 
-import time
+from collections.abc import Sequence
 from contextlib import closing
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from airflow_bulkload.catalog import ChunkResult, LedgerEntry, LoadRecord, Reconciliation, TableRef
 from airflow_bulkload.dialects import Withdrawal
 from airflow_bulkload.exceptions import BulkLoadError, InputAlreadyLoadedError
+from airflow_bulkload.hooks.chunk_withdraw import withdraw_chunks, withdrawable_specs
 from airflow_bulkload.s3io import parse_s3_uri, s3_client
-from airflow_bulkload.staging.direct import open_chunk_stream, withdrawable_specs
 from airflow_bulkload.staging.manifest import ChunkSpec, read_manifest
 
 if TYPE_CHECKING:
@@ -83,40 +83,45 @@ class TableTruthMixin:
         )
 
     def _withdraw_stale(
-        self, conn: Any, ref: TableRef, entry: LedgerEntry, spec: ChunkSpec, reason: str | None
-    ) -> int:
-        """Drop a stale ledger entry, first taking out what is left of its rows (by key).
+        self, conn: Any, ref: TableRef, stale: Sequence[tuple[LedgerEntry, ChunkSpec, str | None]]
+    ) -> None:
+        """Drop stale ledger entries, first taking out what is left of their rows (by key).
 
-        So the chunk's reload leaves each of its rows in the table once.
+        So each chunk's reload leaves each of its rows in the table once. Entries with a key go
+        out in one transaction, all or none; keyless ones (nothing left to take by key) are
+        dropped in another.
         """
         dialect = self.dialect
-        self.log.warning(
-            "%s: the chunk ledger says load %s put %d rows into %s, but %s: the entry is stale; "
-            "loading the chunk again",
-            spec.uri,
-            entry.load_id,
-            entry.rows,
-            ref,
-            reason,
-        )
-        if entry.probe is not None and not dialect.table_is_empty(conn, ref):
-            with open_chunk_stream(
-                spec, aws_conn_id=None, client=self.s3, to_withdraw=True
-            ) as stream:
-                withdrawal = Withdrawal(ref, entry, spec, entry.probe.columns, exact=False)
-                deleted = dialect.withdraw_chunk(conn, withdrawal, stream)
-            if deleted:
+        for entry, spec, reason in stale:
+            self.log.warning(
+                "%s: the chunk ledger says load %s put %d rows into %s, but %s: the entry is "
+                "stale; loading the chunk again",
+                spec.uri,
+                entry.load_id,
+                entry.rows,
+                ref,
+                reason,
+            )
+        withdrawals = [
+            Withdrawal(ref, entry, spec, entry.probe.columns, exact=False)
+            for entry, spec, _ in stale
+            if entry.probe is not None
+        ]
+        for result in withdraw_chunks(dialect, conn, ref, withdrawals, s3=self.s3):
+            if result.rows:
                 self.log.warning(
                     "%s: took out the %d of its rows still in %s before loading it again",
-                    spec.uri,
-                    deleted,
+                    result.uri,
+                    result.rows,
                     ref,
                 )
-            return deleted
-        with dialect.transaction(conn):
-            dialect.claim_chunk(conn, ref, spec)
-            dialect.forget_chunk(conn, entry)
-        return 0
+        keyless = [(entry, spec) for entry, spec, _ in stale if entry.probe is None]
+        if keyless:
+            with dialect.transaction(conn):
+                for _, spec in keyless:
+                    dialect.claim_chunk(conn, ref, spec)
+                for entry, _ in keyless:
+                    dialect.forget_chunk(conn, entry)
 
     def withdraw_superseded_chunks(self, table: str, manifest_uri: str) -> list[ChunkResult]:
         """:meth:`reconcile` without a reload; the chunks taken back out."""
@@ -144,13 +149,14 @@ class TableTruthMixin:
 
         A withdraw deletes exactly the rows the ledger says the chunk loaded (with ``reload``: at
         most that many), or nothing (:class:`~airflow_bulkload.exceptions.WithdrawMismatchError`):
-        rows of another load that share the chunk's keys are never taken.
+        rows of another load that share the chunk's keys are never taken. The chunks of steps 1
+        and 2 go out in one transaction, all of them or none
+        (:func:`~airflow_bulkload.hooks.chunk_withdraw.withdraw_chunks`).
         """
         current = manifest_uri.rsplit("/", 1)[0] + "/"
         bucket, current_key = parse_s3_uri(current)
         load_key = current_key.rstrip("/").rsplit("/", 1)[0] + "/"
         dialect = self.dialect
-        s3 = self.s3
         withdrawn: list[ChunkResult] = []
         stale: list[str] = []
         with closing(self.get_conn()) as conn:
@@ -161,47 +167,25 @@ class TableTruthMixin:
             mine = [e for e in entries if e.chunk_key.startswith(current_key)]
             if reload:
                 superseded += self._same_input_under_other_dates(conn, ref, current_key, load_key)
-            if superseded:
-                prefixes = sorted({e.chunk_key.rsplit("/", 1)[0] + "/" for e in superseded})
-                if not reload:
-                    self._refuse_loaded_input(conn, ref, bucket, prefixes, current_key)
-            # each withdraw commits on its own: find a chunk whose rows cannot be told before
-            # taking any out, so a refusal leaves the table and the ledger as they were
-            to_withdraw = superseded + (mine if reload else [])
-            empty = not to_withdraw or dialect.table_is_empty(conn, ref)
-            specs = (
-                {} if empty else withdrawable_specs([e.chunk_key for e in to_withdraw], bucket, s3)
-            )
-            if superseded:
-                if empty:
-                    self._forget_gone(conn, ref, superseded, "the table is empty")
-                else:
-                    key_columns = self._withdraw_key(conn, ref, superseded, specs)
-                    self._withdraw_each(
-                        conn, ref, superseded, specs, key_columns, withdrawn, not reload
-                    )
-                with dialect.transaction(conn):
-                    for prefix in prefixes:
-                        dialect.delete_load_records(conn, ref, prefix)
-            if reload and mine and dialect.table_is_empty(conn, ref):
-                self._forget_gone(conn, ref, mine, "the table is empty")
-                mine = []
-            if reload and mine:
-                specs = specs or withdrawable_specs([e.chunk_key for e in mine], bucket, s3)
-                key_columns = self._withdraw_key(conn, ref, mine, specs)
-                # matched on every column (no key): identical rows of another load could stand
-                # in for missing ones, so the count must match exactly
-                self._withdraw_each(conn, ref, mine, specs, key_columns, withdrawn, not key_columns)
-                mine = []
+            prefixes = sorted({e.chunk_key.rsplit("/", 1)[0] + "/" for e in superseded})
+            if superseded and not reload:
+                self._refuse_loaded_input(conn, ref, bucket, prefixes, current_key)
+            reloaded, mine = (mine, []) if reload else ([], mine)
+            if superseded or reloaded:
+                withdrawn = self._withdraw_all(
+                    conn, ref, bucket, superseded, reloaded, prefixes, reload=reload
+                )
             if mine:
-                manifest = read_manifest(s3, manifest_uri)
+                manifest = read_manifest(self.s3, manifest_uri)
                 specs = {c.key: c for c in manifest.chunks} if manifest else {}
-                for entry, reason in self._stale_entries(conn, ref, mine):
-                    spec = specs.get(entry.chunk_key)
-                    if spec is None:  # not in this manifest (cannot happen): nothing to reload
-                        continue
-                    self._withdraw_stale(conn, ref, entry, spec, reason)
-                    stale.append(spec.uri)
+                # an entry not in this manifest cannot happen: it would have nothing to reload
+                found = [
+                    (entry, specs[entry.chunk_key], reason)
+                    for entry, reason in self._stale_entries(conn, ref, mine)
+                    if entry.chunk_key in specs
+                ]
+                self._withdraw_stale(conn, ref, found)
+                stale += [spec.uri for _, spec, _ in found]
             record = dialect.read_load_record(conn, ref, current_key)
             if reload:
                 record = None
@@ -219,10 +203,52 @@ class TableTruthMixin:
             warnings = self._same_input_elsewhere(conn, ref, current_key, load_key)
         return Reconciliation(withdrawn, stale, record.empty_before, warnings)
 
+    def _withdraw_all(
+        self,
+        conn: Any,
+        ref: TableRef,
+        bucket: str,
+        superseded: list[LedgerEntry],
+        reloaded: list[LedgerEntry],
+        prefixes: list[str],
+        *,
+        reload: bool,
+    ) -> list[ChunkResult]:
+        """Take the chunks of earlier inputs and, on a reload, this input's out, all or none.
+
+        Earlier inputs' chunks must each delete exactly the rows they loaded, unless the author
+        asked for a reload; a reload's own chunks at most that many (what is left of them), or
+        exactly when rows match on every column (no key), since identical rows of another load
+        could stand in for missing ones. The load records under ``prefixes`` go with them.
+        """
+        dialect = self.dialect
+        if dialect.table_is_empty(conn, ref):
+            self._forget_gone(conn, ref, superseded + reloaded, "the table is empty", prefixes)
+            return []
+        # the objects first: a refusal for one of them costs no database work
+        specs = withdrawable_specs([e.chunk_key for e in superseded + reloaded], bucket, self.s3)
+        withdrawals = []
+        for entries, exact in ((superseded, not reload), (reloaded, False)):
+            if entries:
+                key_columns = self._withdraw_key(conn, ref, entries, specs)
+                withdrawals += [
+                    Withdrawal(ref, e, specs[e.chunk_key], key_columns, exact=exact)
+                    for e in entries
+                ]
+        return withdraw_chunks(dialect, conn, ref, withdrawals, s3=self.s3, load_prefixes=prefixes)
+
     def _forget_gone(
-        self, conn: Any, ref: TableRef, entries: list[LedgerEntry], reason: str
+        self,
+        conn: Any,
+        ref: TableRef,
+        entries: list[LedgerEntry],
+        reason: str,
+        prefixes: list[str],
     ) -> None:
-        """Drop ledger entries whose rows are all gone from the table: nothing to take back."""
+        """Drop ledger entries whose rows are all gone from the table: nothing to take back.
+
+        The load records under ``prefixes`` go with them.
+        """
         dialect = self.dialect
         self.log.warning(
             "%s: %s, so the %d ledger entr(ies) of an earlier input hold no rows there any more "
@@ -234,6 +260,8 @@ class TableTruthMixin:
         with dialect.transaction(conn):
             for entry in entries:
                 dialect.forget_chunk(conn, entry)
+            for prefix in prefixes:
+                dialect.delete_load_records(conn, ref, prefix)
 
     def _same_input_under_other_dates(
         self, conn: Any, ref: TableRef, current_key: str, load_key: str
@@ -448,43 +476,3 @@ class TableTruthMixin:
         )
         self.log.warning("%s", warning)
         return [warning]
-
-    def _withdraw_each(
-        self,
-        conn: Any,
-        table: TableRef,
-        entries: list[LedgerEntry],
-        specs: dict[str, ChunkSpec],
-        key_columns: list[str],
-        withdrawn: list[ChunkResult],
-        exact: bool,
-    ) -> None:
-        """Take each entry's chunk back out, each in a transaction of its own, into ``withdrawn``.
-
-        ``specs`` were checked by :func:`withdrawable_specs`; a failure says what was taken out.
-
-        ``exact``: exactly the rows the ledger says it loaded; otherwise (a reload asked for by the
-        author) at most that many: what is left of them.
-        """
-        try:
-            for entry in entries:
-                started, spec = time.monotonic(), specs[entry.chunk_key]
-                with open_chunk_stream(
-                    spec, aws_conn_id=None, client=self.s3, to_withdraw=True
-                ) as stream:
-                    withdrawal = Withdrawal(table, entry, spec, key_columns, exact=exact)
-                    deleted = self.dialect.withdraw_chunk(conn, withdrawal, stream)
-                self.log.info("%s: took its %d rows back out of %s", spec.uri, deleted, table)
-                seconds = time.monotonic() - started
-                withdrawn.append(
-                    ChunkResult(spec.uri, deleted, entry.bytes, seconds, False, "withdraw")
-                )
-        except Exception as exc:
-            if withdrawn:
-                exc.add_note(
-                    f"Before this, {len(withdrawn)} chunk(s) were taken out of {table} (their "
-                    f"rows and ledger entries, each committed): "
-                    f"{', '.join(r.uri for r in withdrawn)}. A later run of an input that covers "
-                    "them loads them again"
-                )
-            raise

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, BinaryIO
 
-from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError
+from airflow_bulkload.exceptions import ChunkLoadError
 from airflow_bulkload.gzip_codec import gunzip_reader
 from airflow_bulkload.s3io import (
     READ_BUFFER_BYTES,
@@ -40,9 +40,8 @@ from airflow_bulkload.s3io import (
     s3_error_code,
 )
 from airflow_bulkload.staging.copy_safety import CopySafety
-from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat, read_manifest
+from airflow_bulkload.staging.manifest import ChunkSpec, FileFormat
 from airflow_bulkload.staging.normalize import MAX_RECORD_BYTES
-from airflow_bulkload.staging.planning import MANIFEST_NAME
 
 #: bytes read at the start of each object (format and header) and around each cut point
 PEEK_BYTES = 64 * 1024
@@ -338,40 +337,6 @@ def check_withdrawable(spec: ChunkSpec, client: Any) -> None:
             "this chunk's row in the chunk ledger)",
             expected="the staged chunk its load read",
         )
-
-
-def withdrawable_specs(chunk_keys: Sequence[str], bucket: str, s3: Any) -> dict[str, ChunkSpec]:
-    """Each ledger chunk key's spec, from its staging's manifest, once all are found readable.
-
-    Each chunk is checked as its load read it (:func:`check_withdrawable`); the first that is
-    not raises. Withdraws commit chunk by chunk, so they are all checked before any is taken out.
-    """
-    manifests: dict[str, dict[str, ChunkSpec]] = {}
-    specs: dict[str, ChunkSpec] = {}
-    for key in chunk_keys:
-        uri = f"s3://{bucket}/{key}"
-        manifest_uri = uri.rsplit("/", 1)[0] + "/" + MANIFEST_NAME
-        if manifest_uri not in manifests:
-            manifest = read_manifest(s3, manifest_uri)
-            manifests[manifest_uri] = {c.key: c for c in manifest.chunks} if manifest else {}
-        spec = manifests[manifest_uri].get(key)
-        if spec is None:
-            raise BulkLoadError(
-                f"{uri} was loaded by an earlier attempt of this load from a staging that has "
-                "since been replaced, and its manifest is gone: its rows cannot be identified "
-                "to take them back. Nothing was taken out"
-            )
-        try:
-            check_withdrawable(spec, s3)
-        except ChunkLoadError as exc:
-            raise exc.__class__(
-                exc.source,
-                f"{exc.reason}. Nothing was taken out of the table: all {len(chunk_keys)} "
-                "chunk(s) to take out are checked before any is",
-                expected=exc.expected,
-            ) from exc
-        specs[key] = spec
-    return specs
 
 
 def _pinned(spec: ChunkSpec) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """kill -9 while ``claim_table`` takes a failed attempt's rows back out (the withdraw runs inside
-the claim task): the re-run of the corrected input loads every row exactly once."""
+the claim task): the kill rolls the whole withdraw back, and the re-run of the corrected input
+loads every row exactly once."""
 
 from __future__ import annotations
 
@@ -48,7 +49,8 @@ def test_a_kill_while_claim_table_withdraws_is_finished_by_the_rerun(
 ) -> None:
     """One date loads (so restore cannot simply empty the table); the next fails on a bad row
     after other chunks committed; the file is corrected and the re-run is killed once the
-    withdraw has taken some rows out; the next re-run ends green with every row once."""
+    withdraw has deleted rows (its transaction holds a row-exclusive lock on the table): every
+    chunk is rolled back, none half taken out; the next re-run ends green with every row once."""
     pg_example.files = 6
     pg_example.add_input(DS0, id_offset=1_000_000)
     before = pg_example.snapshot()
@@ -65,11 +67,13 @@ def test_a_kill_while_claim_table_withdraws_is_finished_by_the_rerun(
     pg_example.put_input_object(DS, "zz-late.csv", FIXED)
     pg_example.dates[DS].append(fixed)
 
-    killed = pg_example.run(
-        DS, during="claim_table", when_sql=f"SELECT count(*) < {committed} FROM events"
+    deleting = (
+        "SELECT count(*) > 0 FROM pg_locks WHERE relation = 'public.events'::regclass"
+        " AND mode = 'RowExclusiveLock' AND granted AND pid <> pg_backend_pid()"
     )
+    killed = pg_example.run(DS, during="claim_table", when_sql=deleting)
     assert killed.killed, killed.tail()
-    assert count(pg_example) < committed  # killed with the withdraw under way
+    assert count(pg_example) == committed  # killed with the withdraw under way: rolled back
 
     rerun = pg_example.run(DS)
     assert rerun.succeeded, rerun.tail()

@@ -1,19 +1,20 @@
 """The MySQL chunk ledger and load records (the Ledger role).
 
 Claims under named locks (``GET_LOCK``), entries bound to the table's rows by a key probe and
-InnoDB's table id, and withdrawing a chunk through a scratch table.
+InnoDB's table id, and withdrawing chunks through a scratch table.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_bulkload.catalog import LedgerEntry, LoadRecord, TableRef
 from airflow_bulkload.dialects.checks import check_unchanged, check_withdrawn, key_params
-from airflow_bulkload.dialects.requests import LoadInto, Withdrawal
+from airflow_bulkload.dialects.requests import LoadInto, Withdrawal, WithdrawScratch
 from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.staging.manifest import ChunkSpec
 
@@ -278,39 +279,25 @@ class MySqlLedger(MySqlLoader):
             (str(table), prefix, prefix),
         )
 
-    def withdraw_chunk(self, conn: Any, withdrawal: Withdrawal, stream: ChunkStream) -> int:
-        """LOAD the chunk into a scratch table, then delete the rows whose key matches.
+    @contextmanager
+    def withdraw_scratch(
+        self, conn: Any, table: TableRef, columns: list[str] | None, *, keyless: bool, tag: str
+    ) -> Iterator[WithdrawScratch]:
+        """A regular table beside the target, made and dropped outside the withdraw's transaction.
 
-        The scratch table sits beside the target. The delete and the ledger entry's go in one
-        transaction under the chunk's lock; then the scratch table is dropped. MySQL's DDL
-        commits, so the scratch table is a regular table made and dropped outside that
-        transaction (a killed run's leftover is replaced next time).
-
-        A row whose other columns differ from the chunk's (changed since it loaded) refuses the
-        withdraw. Without ``key_columns``, a row matches on every column the chunk carries,
-        NULL-safely and byte for byte, and the count must be exact; the scratch table then
-        indexes a CRC32 of each row, so each target row costs one index lookup.
+        MySQL's DDL commits, and TRUNCATE is DDL: the rows are emptied with DELETE. Its name
+        comes from ``tag``, so a killed run's leftover is replaced by the next withdraw of the
+        same chunks. ``keyless``: a CRC32 of each row, indexed, so each target row costs one
+        index lookup.
         """
-        table, entry, chunk = withdrawal.table, withdrawal.entry, withdrawal.chunk
-        key_columns = withdrawal.key_columns
-        name = "bulkload_withdraw_" + chunk_id(entry.table, entry.chunk_key).hex()[:16]
-        scratch = TableRef(name=name, schema=table.schema)
-        columns = chunk.columns or [column for column, _ in self.load_columns(conn, table)]
+        if columns is None:
+            columns = [column for column, _ in self.load_columns(conn, table)]
+        name = "bulkload_withdraw_" + chunk_id(str(table), tag + "\0" + ",".join(columns)).hex()
+        scratch = TableRef(name=name[:64], schema=table.schema)
+        crc = (
+            "(`bulkload_row_crc` INT UNSIGNED NULL, INDEX (`bulkload_row_crc`)) " if keyless else ""
+        )
         selected = ", ".join(quote_identifier(c, "column") for c in columns)
-        others = [c for c in columns if c not in key_columns]
-        if key_columns:
-            match = " AND ".join(
-                f"t.{quote_identifier(c, 'column')} = w.{quote_identifier(c, 'column')}"
-                for c in key_columns
-            )
-            crc, join = "", "JOIN"
-        else:  # the target first: each of its rows one lookup in the scratch table's index
-            match = (
-                f"w.`bulkload_row_crc` = CRC32({_row_bytes('t', columns)}) "
-                f"AND {_row_bytes('t', columns)} = {_row_bytes('w', columns)}"
-            )
-            crc = "(`bulkload_row_crc` INT UNSIGNED NULL, INDEX (`bulkload_row_crc`)) "
-            join = "STRAIGHT_JOIN"
         with _cursor(conn) as cur:
             cur.execute(f"DROP TABLE IF EXISTS {quote_table(scratch)}")
             cur.execute(
@@ -318,37 +305,64 @@ class MySqlLedger(MySqlLoader):
                 f"SELECT {selected} FROM {quote_table(table)} LIMIT 0"
             )
         try:
-            with self.transaction(conn):
-                self.claim_chunk(conn, table, chunk)
-                self.load_stream(conn, LoadInto(scratch, columns, chunk.format), stream, chunk.uri)
-                with _cursor(conn) as cur:
-                    if not key_columns:
-                        cur.execute(
-                            f"UPDATE {quote_table(scratch)} "  # noqa: S608 (quoted)
-                            f"SET `bulkload_row_crc` = CRC32({_row_bytes(None, columns)})"
-                        )
-                    elif others:
-                        cur.execute(
-                            "SELECT "  # noqa: S608 (quoted)
-                            + ", ".join(
-                                f"CAST(w.{quote_identifier(c, 'column')} AS CHAR)"
-                                for c in key_columns
-                            )
-                            + f" FROM {quote_table(table)} AS t JOIN {quote_table(scratch)} AS w"
-                            f" ON {match} WHERE {_row_bytes('t', others)} <> "
-                            f"{_row_bytes('w', others)} LIMIT 1"
-                        )
-                        check_unchanged(entry, chunk.uri, table, key_columns, cur.fetchone())
-                    deleted = int(
-                        cur.execute(
-                            f"DELETE t FROM {quote_table(table)} AS t "
-                            f"{join} {quote_table(scratch)} AS w ON {match}"
-                        )
-                    )
-                check_withdrawn(
-                    entry, chunk.uri, table, deleted, exact=withdrawal.exact or not key_columns
-                )
-                self.forget_chunk(conn, entry)
+            yield WithdrawScratch(scratch, columns)
         finally:
-            _execute(conn, f"DROP TABLE IF EXISTS {quote_table(scratch)}")
+            try:
+                _execute(conn, f"DROP TABLE IF EXISTS {quote_table(scratch)}")
+            except Exception:  # the next withdraw of the same chunks replaces it
+                log.warning("could not drop the scratch table %s", scratch)
+
+    def withdraw_rows(
+        self, conn: Any, withdrawal: Withdrawal, scratch: WithdrawScratch, stream: ChunkStream
+    ) -> int:
+        """LOAD the chunk into the scratch table, then delete the rows whose key matches.
+
+        Without ``key_columns``, a row matches on every column the chunk carries, NULL-safely
+        and byte for byte, through the scratch table's CRC32 index. The scratch table is emptied
+        after (DELETE: TRUNCATE would commit).
+        """
+        table, entry, chunk = withdrawal.table, withdrawal.entry, withdrawal.chunk
+        key_columns, columns, rows = withdrawal.key_columns, scratch.columns, scratch.table
+        others = [c for c in columns if c not in key_columns]
+        if key_columns:
+            match = " AND ".join(
+                f"t.{quote_identifier(c, 'column')} = w.{quote_identifier(c, 'column')}"
+                for c in key_columns
+            )
+            join = "JOIN"
+        else:  # the target first: each of its rows one lookup in the scratch table's index
+            match = (
+                f"w.`bulkload_row_crc` = CRC32({_row_bytes('t', columns)}) "
+                f"AND {_row_bytes('t', columns)} = {_row_bytes('w', columns)}"
+            )
+            join = "STRAIGHT_JOIN"
+        self.load_stream(conn, LoadInto(rows, columns, chunk.format), stream, chunk.uri)
+        with _cursor(conn) as cur:
+            if not key_columns:
+                cur.execute(
+                    f"UPDATE {quote_table(rows)} "  # noqa: S608 (quoted)
+                    f"SET `bulkload_row_crc` = CRC32({_row_bytes(None, columns)})"
+                )
+            elif others:
+                cur.execute(
+                    "SELECT "  # noqa: S608 (quoted)
+                    + ", ".join(
+                        f"CAST(w.{quote_identifier(c, 'column')} AS CHAR)" for c in key_columns
+                    )
+                    + f" FROM {quote_table(table)} AS t JOIN {quote_table(rows)} AS w"
+                    f" ON {match} WHERE {_row_bytes('t', others)} <> "
+                    f"{_row_bytes('w', others)} LIMIT 1"
+                )
+                check_unchanged(entry, chunk.uri, table, key_columns, cur.fetchone())
+            deleted = int(
+                cur.execute(
+                    f"DELETE t FROM {quote_table(table)} AS t "
+                    f"{join} {quote_table(rows)} AS w ON {match}"
+                )
+            )
+            check_withdrawn(
+                entry, chunk.uri, table, deleted, exact=withdrawal.exact or not key_columns
+            )
+            self.forget_chunk(conn, entry)
+            cur.execute(f"DELETE FROM {quote_table(rows)}")  # noqa: S608 (quoted)
         return deleted

@@ -1,13 +1,15 @@
 """The PostgreSQL chunk ledger and load records (the Ledger role).
 
 Claims under advisory locks, entries bound to the table's rows by a key probe and the table's
-generation, and withdrawing a chunk.
+generation, and withdrawing chunks.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from psycopg import sql
@@ -16,9 +18,11 @@ from airflow_bulkload.catalog import LedgerEntry, LoadRecord, TableRef
 from airflow_bulkload.dialects.checks import check_unchanged, check_withdrawn, key_params
 from airflow_bulkload.dialects.postgres.migrations import _S
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
-from airflow_bulkload.dialects.requests import LoadInto, Withdrawal
+from airflow_bulkload.dialects.requests import LoadInto, Withdrawal, WithdrawScratch
 from airflow_bulkload.s3io import ChunkStream
 from airflow_bulkload.staging.manifest import ChunkSpec
+
+log = logging.getLogger(__name__)
 
 _LEDGER_COLUMNS = sql.SQL(
     "table_name, chunk_key, checksum, rows, bytes, load_id, probe, generation"
@@ -218,22 +222,51 @@ class PostgresLedger(PostgresSession):
             (str(table), prefix, prefix),
         )
 
-    def withdraw_chunk(self, conn: Any, withdrawal: Withdrawal, stream: ChunkStream) -> int:
-        """COPY the chunk into a temporary table, then delete the rows whose key matches.
+    @contextmanager
+    def withdraw_scratch(
+        self, conn: Any, table: TableRef, columns: list[str] | None, *, keyless: bool, tag: str
+    ) -> Iterator[WithdrawScratch]:
+        """A temporary table (the session's own), made and dropped in transactions of their own.
 
-        The temporary table is dropped at commit. The delete and the ledger entry's run under the
-        chunk's claim, so no loader races it. A delete that does not match the ledger's row count,
-        or that would take a row whose other columns differ from the chunk's (changed since it
-        loaded), rolls back (see the interface). Without ``key_columns``, a row matches on every
-        column the chunk carries, NULL-safely (as ``ROW(...)::text``, which a hash join can use),
-        and the count must be exact.
+        A killed session's temporary tables go with it; ``keyless`` and ``tag`` change nothing
+        (a hash join matches whole rows).
+        """
+        if columns is None:
+            info = self.describe_table(conn, table)
+            generated = set(info.extra.get("generated_columns", []))
+            columns = [c.name for c in info.columns if c.name not in generated]
+        digest = hashlib.sha256("\0".join(columns).encode()).hexdigest()[:12]
+        scratch = TableRef(name=f"bulkload_withdrawn_rows_{digest}", schema="pg_temp")
+        with self.transaction(conn):
+            conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table_identifier(scratch)))
+            conn.execute(
+                sql.SQL("CREATE TEMP TABLE {} AS SELECT {} FROM {} WITH NO DATA").format(
+                    sql.Identifier(scratch.name),
+                    sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+                    table_identifier(table),
+                )
+            )
+        try:
+            yield WithdrawScratch(scratch, columns)
+        finally:
+            try:
+                with self.transaction(conn):
+                    conn.execute(
+                        sql.SQL("DROP TABLE IF EXISTS {}").format(table_identifier(scratch))
+                    )
+            except Exception:  # a broken session drops its temporary tables when it ends
+                log.warning("could not drop %s; it goes when the session ends", scratch)
+
+    def withdraw_rows(
+        self, conn: Any, withdrawal: Withdrawal, scratch: WithdrawScratch, stream: ChunkStream
+    ) -> int:
+        """COPY the chunk into the scratch table, then delete the rows whose key matches.
+
+        Without ``key_columns``, a row matches on every column the chunk carries, NULL-safely
+        (as ``ROW(...)::text``, which a hash join can use). The scratch table is truncated after.
         """
         table, entry, chunk = withdrawal.table, withdrawal.entry, withdrawal.chunk
-        key_columns = withdrawal.key_columns
-        info = self.describe_table(conn, table)
-        generated = set(info.extra.get("generated_columns", []))
-        columns = chunk.columns or [c.name for c in info.columns if c.name not in generated]
-        scratch = TableRef(name="bulkload_withdrawn_rows", schema="pg_temp")
+        key_columns, columns = withdrawal.key_columns, scratch.columns
         if key_columns:
             match = sql.SQL(" AND ").join(
                 sql.SQL("t.{c} = w.{c}").format(c=sql.Identifier(c)) for c in key_columns
@@ -241,41 +274,29 @@ class PostgresLedger(PostgresSession):
         else:
             match = sql.SQL("{} = {}").format(_row_text("t", columns), _row_text("w", columns))
         others = [c for c in columns if c not in key_columns]
-        with self.transaction(conn):
-            self.claim_chunk(conn, table, chunk)
-            conn.execute(
-                sql.SQL(
-                    "CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA"
-                ).format(
-                    sql.Identifier(scratch.name),
-                    sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+        self.load_stream(conn, LoadInto(scratch.table, columns, chunk.format), stream, chunk.uri)
+        if key_columns and others:
+            changed = conn.execute(
+                sql.SQL("SELECT {} FROM {} AS t JOIN {} AS w ON {} WHERE {} <> {} LIMIT 1").format(
+                    sql.SQL(", ").join(
+                        sql.SQL("w.{}::text").format(sql.Identifier(c)) for c in key_columns
+                    ),
                     table_identifier(table),
+                    table_identifier(scratch.table),
+                    match,
+                    _row_text("t", others),
+                    _row_text("w", others),
                 )
+            ).fetchone()
+            check_unchanged(entry, chunk.uri, table, key_columns, changed)
+        deleted = conn.execute(
+            sql.SQL("DELETE FROM {} AS t USING {} AS w WHERE {}").format(
+                table_identifier(table), table_identifier(scratch.table), match
             )
-            self.load_stream(conn, LoadInto(scratch, columns, chunk.format), stream, chunk.uri)
-            if key_columns and others:
-                changed = conn.execute(
-                    sql.SQL(
-                        "SELECT {} FROM {} AS t JOIN {} AS w ON {} WHERE {} <> {} LIMIT 1"
-                    ).format(
-                        sql.SQL(", ").join(
-                            sql.SQL("w.{}::text").format(sql.Identifier(c)) for c in key_columns
-                        ),
-                        table_identifier(table),
-                        table_identifier(scratch),
-                        match,
-                        _row_text("t", others),
-                        _row_text("w", others),
-                    )
-                ).fetchone()
-                check_unchanged(entry, chunk.uri, table, key_columns, changed)
-            deleted = conn.execute(
-                sql.SQL("DELETE FROM {} AS t USING {} AS w WHERE {}").format(
-                    table_identifier(table), table_identifier(scratch), match
-                )
-            ).rowcount
-            check_withdrawn(
-                entry, chunk.uri, table, int(deleted), exact=withdrawal.exact or not key_columns
-            )
-            self.forget_chunk(conn, entry)
+        ).rowcount
+        check_withdrawn(
+            entry, chunk.uri, table, int(deleted), exact=withdrawal.exact or not key_columns
+        )
+        self.forget_chunk(conn, entry)
+        conn.execute(sql.SQL("TRUNCATE {}").format(table_identifier(scratch.table)))
         return int(deleted)

@@ -196,3 +196,44 @@ def test_chunks_with_no_load_record_are_not_taken_back_without_reload(
     hook.reconcile("notes", second.manifest_uri, reload=True)
     load_all(hook, second)
     assert pg_db.query("SELECT count(*), max(id) FROM notes") == [(301, 301)]
+
+
+def rows_and_ledger(db: TestDatabase) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    ledger = (
+        "SELECT chunk_key, rows FROM bulkload.chunk_ledger ORDER BY chunk_key"
+        if db.engine == "postgres"
+        else "SELECT chunk_key, row_count FROM bulkload_chunk_ledger ORDER BY chunk_key"
+    )
+    return sorted(db.query("SELECT * FROM notes")), db.query(ledger)
+
+
+@pytest.mark.parametrize("primary_key", [True, False], ids=["key", "keyless"])
+def test_a_reload_refused_by_its_last_chunk_takes_no_chunk_out(
+    any_db: TestDatabase,
+    moto_server: MotoServer,
+    s3_bucket: str,
+    tmp_path: Path,
+    primary_key: bool,
+) -> None:
+    """Hostile review: a reload whose last chunk cannot go (a row edited since it loaded; on a
+    keyless table, an identical row another load added) took the chunks before it out, each
+    committed, and left the date half withdrawn. Every chunk now goes in one transaction."""
+    create_notes(any_db, primary_key=primary_key)
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD)
+    staged = stage_input(moto_server, s3_bucket, source)
+    assert len(staged.manifest.chunks) > 2
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    load_all(hook, staged)
+    if primary_key:
+        any_db.query("UPDATE notes SET note = 'edited by an app' WHERE id = 300")
+        refusal: type[Exception] = WithdrawChangedRowsError
+    else:
+        any_db.query("INSERT INTO notes VALUES (300, 'note 300')")
+        refusal = WithdrawMismatchError
+    before = rows_and_ledger(any_db)
+
+    with pytest.raises(refusal) as failure:
+        hook.reconcile("notes", staged.manifest_uri, reload=True)
+    assert "nothing was taken out" in " ".join(getattr(failure.value, "__notes__", []))
+    assert rows_and_ledger(any_db) == before

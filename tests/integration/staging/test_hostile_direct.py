@@ -253,23 +253,56 @@ def test_a_staged_chunk_replaced_since_it_loaded_is_refused_before_any_withdraw(
     assert pg_db.query(ledger) == ledger_before
 
 
-def test_a_withdraw_that_meets_an_edited_row_says_which_chunks_it_already_took_out(
+def test_a_withdraw_that_meets_an_edited_row_takes_nothing_out(
     pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str
 ) -> None:
     """Hostile review: a row of c.csv edited in the table (an application), then a reload of
-    the date. Each chunk's withdraw commits on its own, and c's refuses (its row changed):
-    a's and b's rows are already out. Known limit (not all or nothing); the error must say
-    what was taken out, not only "Nothing was deleted" of the chunk that refused."""
+    the date. Each chunk's withdraw committed on its own, so c's refused (its row changed) after
+    a's and b's rows were out: the date was left half withdrawn. The chunks now go out in one
+    transaction: c's refusal rolls a's and b's back, and the error says nothing was taken out."""
     from airflow_bulkload.exceptions import WithdrawChangedRowsError
 
     hook, first = _three_files_loaded(pg_db, moto_server, s3_bucket, quoted_newlines=False)
     pg_db.query("UPDATE notes SET note = 'edited by an app' WHERE id = 1800")
+    before = table(pg_db)
+    ledger = "SELECT chunk_key, rows FROM bulkload.chunk_ledger ORDER BY chunk_key"
+    ledger_before = pg_db.query(ledger)
 
     with pytest.raises(WithdrawChangedRowsError) as failure:  # the same input, reloaded
         hook.reconcile("notes", first.manifest_uri, load_id="t2", reload=True)
     notes = " ".join(getattr(failure.value, "__notes__", []))
-    assert "were taken out of" in notes and "/in/a.csv" in notes, notes
-    assert 1800 in {row[0] for row in table(pg_db)}  # the refusing chunk's rows stay
+    assert "rolled back as one: nothing was taken out" in notes, notes
+    assert table(pg_db) == before
+    assert pg_db.query(ledger) == ledger_before
+
+
+def test_an_object_overwritten_after_the_check_takes_nothing_out(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, monkeypatch: Any
+) -> None:
+    """Hostile review: c.csv (unversioned bucket) overwritten in the moment after the withdraw
+    checked every object and before it read c's: a's and b's ranges were out, each committed,
+    when c's pinned read failed. The chunks now go out in one transaction: nothing is taken out.
+    The overwrite is made right after the real check returns (the race, made certain)."""
+    from airflow_bulkload.hooks import table_truth
+
+    hook, first = _three_files_loaded(pg_db, moto_server, s3_bucket, quoted_newlines=False)
+    before = table(pg_db)
+    ledger = "SELECT chunk_key, rows FROM bulkload.chunk_ledger ORDER BY chunk_key"
+    ledger_before = pg_db.query(ledger)
+    checked = table_truth.withdrawable_specs
+
+    def check_then_overwrite(*args: Any, **kwargs: Any) -> Any:
+        specs = checked(*args, **kwargs)
+        put(moto_server, s3_bucket, "in/c.csv", b"id,note,n\n1201,overwritten,1\n")
+        return specs
+
+    monkeypatch.setattr(table_truth, "withdrawable_specs", check_then_overwrite)
+    with pytest.raises(ChunkLoadError, match="keeps no versions") as failure:
+        hook.reconcile("notes", first.manifest_uri, load_id="t2", reload=True)
+    notes = " ".join(getattr(failure.value, "__notes__", []))
+    assert "rolled back as one: nothing was taken out" in notes, notes
+    assert table(pg_db) == before
+    assert pg_db.query(ledger) == ledger_before
 
 
 @pytest.mark.parametrize("gzipped", [False, True], ids=["range", "gzip"])
