@@ -25,6 +25,8 @@ class ChunkLoadError(BulkLoadError):
     """A chunk could not be loaded; names the source object, the line and column, and the reason.
 
     Nothing of the chunk stays in the table when this is raised: its transaction was rolled back.
+    ``outcome`` ends the message: what this left of the table (a withdraw's errors say that
+    nothing was taken out).
     """
 
     def __init__(
@@ -35,6 +37,7 @@ class ChunkLoadError(BulkLoadError):
         line: int | None = None,
         column: str | None = None,
         expected: str | None = None,
+        outcome: str = "nothing of this chunk was loaded",
     ) -> None:
         self.source = source
         self.reason = reason
@@ -49,7 +52,7 @@ class ChunkLoadError(BulkLoadError):
         message = f"{', '.join(where)}: {reason}"
         if expected:
             message += f" (expected {expected})"
-        super().__init__(message + "; nothing of this chunk was loaded")
+        super().__init__(f"{message}; {outcome}")
 
 
 class RowCountMismatchError(ChunkLoadError):

@@ -60,9 +60,10 @@ def withdrawable_specs(chunk_keys: Sequence[str], bucket: str, s3: Any) -> dict[
         except ChunkLoadError as exc:
             raise exc.__class__(
                 exc.source,
-                f"{exc.reason}. Nothing was taken out of the table: all {len(chunk_keys)} "
-                "chunk(s) to take out are checked before any is",
+                f"{exc.reason}. All {len(chunk_keys)} chunk(s) to take out are checked before "
+                "any is",
                 expected=exc.expected,
+                outcome="nothing was taken out of the table",
             ) from exc
         specs[key] = spec
     return specs

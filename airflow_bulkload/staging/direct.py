@@ -51,6 +51,8 @@ COUNT_LINES_BUDGET_BYTES = 512 * 1024 * 1024
 #: the tail of a range kept while it streams, to read its last record's key
 TAIL_BYTES = 1024 * 1024
 UTF8_BOM = b"\xef\xbb\xbf"
+#: how the errors of a chunk that cannot be taken back out end
+WITHDRAW_OUTCOME = "nothing of it was taken out of the table"
 #: a line end right after a line end (LF or CRLF): one regex pass is faster than two substring
 #: searches for patterns that start with LF, the byte that ends every line
 _EMPTY_LINE = re.compile(rb"\n\r?\n")
@@ -292,6 +294,7 @@ def _content_gone(spec: ChunkSpec, code: str) -> DirectInputError:
         "chunk ledger), or keep versions on the input bucket (S3 versioning) so old "
         "content stays readable; direct=False keeps a staged copy instead",
         expected=f"the object with ETag {spec.etag}",
+        outcome=WITHDRAW_OUTCOME,
     )
 
 
@@ -319,6 +322,7 @@ def check_withdrawable(spec: ChunkSpec, client: Any) -> None:
             "Delete those rows from the table yourself (and then this chunk's row in the chunk "
             "ledger), or keep the staging prefix until its loads are replaced",
             expected="the staged chunk its load read",
+            outcome=WITHDRAW_OUTCOME,
         ) from exc
     if spec.is_direct:
         # compared even with a version pinned: a bucket with versioning suspended overwrites
@@ -336,6 +340,7 @@ def check_withdrawable(spec: ChunkSpec, client: Any) -> None:
             "back as staging wrote it, or delete those rows from the table yourself (and then "
             "this chunk's row in the chunk ledger)",
             expected="the staged chunk its load read",
+            outcome=WITHDRAW_OUTCOME,
         )
 
 
