@@ -51,9 +51,9 @@ def withdrawable_specs(chunk_keys: Sequence[str], bucket: str, s3: Any) -> dict[
         spec = manifests[manifest_uri].get(key)
         if spec is None:
             raise BulkLoadError(
-                f"{uri} was loaded by an earlier attempt of this load from a staging that has "
-                "since been replaced, and its manifest is gone: its rows cannot be identified "
-                "to take them back. Nothing was taken out"
+                f"{uri} was loaded by an earlier load of this date, but its manifest is gone "
+                f"({manifest_uri} is missing or no longer lists it: an S3 lifecycle rule, a "
+                "person): its rows cannot be identified to take them back. Nothing was taken out"
             )
         try:
             check_withdrawable(spec, s3)
