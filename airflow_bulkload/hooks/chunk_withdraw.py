@@ -23,13 +23,18 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_bulkload.catalog import ChunkResult, TableRef
 from airflow_bulkload.dialects import Withdrawal, WithdrawScratch
-from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError
-from airflow_bulkload.staging.direct import check_withdrawable, open_chunk_stream
+from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError, WithdrawMismatchError
+from airflow_bulkload.staging.direct import (
+    check_withdrawable,
+    open_chunk_stream,
+    staged_chunk_replaced,
+)
 from airflow_bulkload.staging.manifest import ChunkSpec, read_manifest
 from airflow_bulkload.staging.planning import MANIFEST_NAME
 
 if TYPE_CHECKING:
     from airflow_bulkload.dialects import Dialect
+    from airflow_bulkload.s3io import ChunkStream
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +148,23 @@ def _withdraw_one(
     else:
         scratch = scratches[(tuple(spec.columns or ()), not withdrawal.key_columns)]
         with open_chunk_stream(spec, aws_conn_id=None, client=s3, to_withdraw=True) as stream:
-            deleted = dialect.withdraw_rows(conn, withdrawal, scratch, stream)
+            try:
+                deleted = dialect.withdraw_rows(conn, withdrawal, scratch, stream)
+            except WithdrawMismatchError:  # a replaced chunk explains the refusal better
+                _check_staged(stream, spec)
+                raise
+            _check_staged(stream, spec)
     seconds = time.monotonic() - started
     return ChunkResult(spec.uri, deleted, entry.bytes, seconds, False, "withdraw")
+
+
+def _check_staged(stream: ChunkStream, spec: ChunkSpec) -> None:
+    """Raise when a staged chunk's bytes are not its manifest's (sha256).
+
+    One replaced by other bytes of the same size passes the HEAD check. A direct chunk's reads
+    are pinned to its ETag or version instead.
+    """
+    try:
+        stream.verify(spec.checksum)
+    except ChunkLoadError as exc:
+        raise staged_chunk_replaced(spec, "its sha256 is not the manifest's") from exc

@@ -333,15 +333,22 @@ def check_withdrawable(spec: ChunkSpec, client: Any) -> None:
         return
     size = int(head.get("ContentLength", spec.bytes))
     if spec.bytes and size != spec.bytes:  # a staged chunk's manifest keeps its size, no ETag
-        raise ChunkLoadError(
-            spec.uri,
-            f"the staged chunk was replaced since it loaded (it has {size} bytes, the manifest "
-            f"says {spec.bytes}), so the rows it loaded cannot be told from it. Put the chunk "
-            "back as staging wrote it, or delete those rows from the table yourself (and then "
-            "this chunk's row in the chunk ledger)",
-            expected="the staged chunk its load read",
-            outcome=WITHDRAW_OUTCOME,
-        )
+        raise staged_chunk_replaced(spec, f"it has {size} bytes, the manifest says {spec.bytes}")
+
+
+def staged_chunk_replaced(spec: ChunkSpec, found: str) -> ChunkLoadError:
+    """The error of a staged chunk to take back out whose object is not what its load read.
+
+    ``found``: how that shows (its size, its sha256).
+    """
+    return ChunkLoadError(
+        spec.uri,
+        f"the staged chunk was replaced since it loaded ({found}), so the rows it loaded "
+        "cannot be told from it. Put the chunk back as staging wrote it, or delete those rows "
+        "from the table yourself (and then this chunk's row in the chunk ledger)",
+        expected="the staged chunk its load read",
+        outcome=WITHDRAW_OUTCOME,
+    )
 
 
 def _pinned(spec: ChunkSpec) -> dict[str, Any]:

@@ -6,6 +6,8 @@ fixed. Whole-DAG cases are in ``tests/e2e/test_hostile_direct.py``.
 from __future__ import annotations
 
 import gzip
+import struct
+import zlib
 from typing import Any
 
 import pytest
@@ -249,6 +251,49 @@ def test_a_staged_chunk_replaced_since_it_loaded_is_refused_before_any_withdraw(
 
     with pytest.raises(ChunkLoadError, match="was replaced since it loaded"):
         hook.reconcile("notes", second.manifest_uri, load_id="t2", reload=True)
+    assert table(pg_db) == before
+    assert pg_db.query(ledger) == ledger_before
+
+
+def gzip_of_size(content: bytes, size: int) -> bytes:
+    """``content`` gzipped into exactly ``size`` bytes (the header's comment field pads it)."""
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    body = deflate.compress(content) + deflate.flush()
+    trailer = struct.pack("<II", zlib.crc32(content), len(content) & 0xFFFFFFFF)
+    padding = size - (10 + len(body) + len(trailer)) - 1
+    assert padding >= 0, "the content compresses to more than the size"
+    header = b"\x1f\x8b\x08\x10" + b"\x00" * 4 + b"\x00\xff"  # FCOMMENT
+    return header + b"c" * padding + b"\x00" + body + trailer
+
+
+@pytest.mark.parametrize("changed", ["a-key", "a-value"])
+def test_a_staged_chunk_replaced_by_one_of_the_same_size_takes_nothing_out(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, changed: str
+) -> None:
+    """Hostile review: a staged chunk replaced by other content OF THE SAME SIZE passed the
+    HEAD check (size only); its withdraw took what its new keys matched. The withdraw now
+    checks each staged chunk's sha256 as it reads it, before the transaction commits, and
+    names the replaced chunk (not a changed row) when the new content also refuses."""
+    hook, first = _three_files_loaded(pg_db, moto_server, s3_bucket, direct=False)
+    before = table(pg_db)
+    ledger = "SELECT chunk_key, rows FROM bulkload.chunk_ledger ORDER BY chunk_key"
+    ledger_before = pg_db.query(ledger)
+    last = first.manifest.chunks[-1]
+    s3 = moto_server.client("s3")
+    stored = s3.get_object(Bucket=last.bucket, Key=last.object_key)["Body"].read()
+    lines = gzip.decompress(stored).splitlines(keepends=True)
+    row = lines[-1]  # same length: a key of no row (9999) or other values for its key
+    lines[-1] = b"9999" + row[4:] if changed == "a-key" else row.replace(b"note", b"NOTE")
+    s3.put_object(
+        Bucket=last.bucket, Key=last.object_key, Body=gzip_of_size(b"".join(lines), len(stored))
+    )
+
+    with pytest.raises(
+        ChunkLoadError, match=r"was replaced since it loaded \(its sha256"
+    ) as failure:
+        hook.reconcile("notes", first.manifest_uri, load_id="t2", reload=True)
+    notes = " ".join(getattr(failure.value, "__notes__", []))
+    assert "rolled back as one: nothing was taken out" in notes, notes
     assert table(pg_db) == before
     assert pg_db.query(ledger) == ledger_before
 
