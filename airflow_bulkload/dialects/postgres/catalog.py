@@ -62,8 +62,22 @@ class PostgresCatalog(PostgresSession):
         )
         rel = cur.fetchone()
         if rel is None:
+            cur.execute(
+                "SELECT n.nspname, c.relname FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE lower(n.nspname) = lower(%s) AND lower(c.relname) = lower(%s)"
+                " AND c.relkind IN ('r', 'p') LIMIT 3",
+                (table.schema, table.name),
+            )
+            other_case = [TableRef(name=str(r[1]), schema=str(r[0])) for r in cur.fetchall()]
+            hint = (
+                f"; names are taken as written, not folded to lower case: did you mean "
+                f"{' or '.join(map(str, other_case))}?"
+                if other_case
+                else ""
+            )
             raise TableNotFoundError(
-                f"table {table} does not exist (or is not visible to this user)"
+                f"table {table} does not exist (or is not visible to this user){hint}"
             )
         oid, relkind, persistence, reltuples, size, reloptions, toast_reloptions = rel
         partitions: list[list[Any]] = []

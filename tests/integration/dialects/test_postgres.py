@@ -309,3 +309,12 @@ def test_describe_table_definitions_recreate_the_same_table(pg_db: TestDatabase,
 def test_describe_table_refuses_a_missing_table(conn: Any) -> None:
     with pytest.raises(TableNotFoundError, match=r"public\.nope"):
         dialect.describe_table(conn, TableRef("nope", "public"))
+
+
+def test_a_missing_table_whose_name_differs_only_in_case_is_named(conn: Any) -> None:
+    """A user who created ``"Events"`` and asks for ``events`` (names are not folded) is told."""
+    conn.execute('CREATE TABLE "Events" (id int)')
+    with pytest.raises(
+        TableNotFoundError, match=r"not folded to lower case: did you mean .*Events"
+    ):
+        dialect.describe_table(conn, TableRef("events", "public"))
