@@ -1,4 +1,4 @@
-"""What both engines' ledgers and catalogs check and shape alike: withdraw checks, key lookups.
+"""What both engines' ledgers and catalogs check and shape alike: changed rows, key lookups.
 
 The SQL differs per engine; these rules do not, so each lives here once.
 """
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_bulkload.catalog import LedgerEntry, TableRef
-from airflow_bulkload.exceptions import WithdrawChangedRowsError, WithdrawMismatchError
+from airflow_bulkload.exceptions import WithdrawChangedRowsError
 
 
 def key_params(keys: list[list[Any]]) -> list[Any]:
@@ -20,23 +20,6 @@ def key_params(keys: list[list[Any]]) -> list[Any]:
 def describe_duplicate_keys(columns: list[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     """``(a, b)=(1, x) x2`` for each row of key values followed by how often they occur."""
     return [f"({', '.join(columns)})=({', '.join(map(str, r[:-1]))}) x{r[-1]}" for r in rows]
-
-
-def check_withdrawn(
-    entry: LedgerEntry, uri: str, table: TableRef, deleted: int, *, exact: bool
-) -> None:
-    """Raise when a chunk's withdraw deleted rows it cannot have inserted.
-
-    That is more than the ledger says it loaded, or, with ``exact``, another count. The error rolls
-    the withdrawing transaction back.
-    """
-    if deleted > entry.rows or (exact and deleted != entry.rows):
-        raise WithdrawMismatchError(
-            f"{uri}: taking this chunk back out of {table} would delete {deleted} rows, but the "
-            f"chunk ledger says it loaded {entry.rows} (load {entry.load_id}): rows of another "
-            "load share its keys, or rows changed since. Nothing was deleted; check the table by "
-            "hand before loading this input again"
-        )
 
 
 def check_unchanged(

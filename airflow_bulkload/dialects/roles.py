@@ -8,6 +8,7 @@ roles speak in lives in :mod:`airflow_bulkload.catalog`. No SQL text lives here.
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -111,25 +112,19 @@ class Ledger(abc.ABC):
 
     @abc.abstractmethod
     def withdraw_rows(
-        self, conn: Any, withdrawal: Withdrawal, scratch: WithdrawScratch, stream: ChunkStream
+        self, conn: Any, withdrawals: Sequence[Withdrawal], scratch: WithdrawScratch
     ) -> int:
-        """Take one committed chunk back out, in the caller's transaction; returns rows deleted.
+        """Delete the rows that match a row of ``scratch``, then empty it; returns rows deleted.
 
-        The caller claimed the chunk (:meth:`claim_chunk`) in that transaction and commits or
-        rolls back every chunk it withdraws at once. ``stream`` (the chunk's content, as it
-        loaded) is read into ``scratch``; the rows of ``withdrawal.table`` whose ``key_columns``
-        equal those of a scratch row are deleted with the chunk's ledger entry; then ``scratch``
-        is emptied for the next chunk. With no ``key_columns`` (the table has no key the chunk
-        carries), a row matches on every column the chunk carries, NULL-safely, and the delete
-        must be exact.
-
-        The delete must match the ledger: with ``exact`` it must delete exactly ``entry.rows``
-        rows, else (at most that many, for a chunk some of whose rows are already gone) it
-        raises :class:`~airflow_bulkload.exceptions.WithdrawMismatchError`, so rows the chunk
-        did not insert are never taken. A row with a chunk key whose other columns differ from
-        the chunk's row changed since it loaded (another load, a person):
-        :class:`~airflow_bulkload.exceptions.WithdrawChangedRowsError`. Either error leaves the
-        caller's transaction to roll back.
+        In the caller's transaction, which claimed the chunks and read them into ``scratch``
+        (:meth:`~ChunkLoader.load_stream`); checking the count against the ledger, and dropping
+        the ledger entries, are the caller's. The ``withdrawals`` (of one table) share their
+        ``key_columns``: the rows of the table whose ``key_columns`` equal a scratch row's
+        match. A match whose other columns differ from the chunk's row changed since it loaded
+        (another load, a person): :class:`~airflow_bulkload.exceptions.WithdrawChangedRowsError`,
+        naming the first withdrawal's chunk. With no ``key_columns`` (the table has no key the
+        chunks carry), a row matches on every column of ``scratch``, NULL-safely; a table row
+        equal to several scratch rows is deleted once.
         """
 
     @abc.abstractmethod

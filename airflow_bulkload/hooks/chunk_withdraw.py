@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from airflow_bulkload.catalog import ChunkResult, TableRef
-from airflow_bulkload.dialects import Withdrawal, WithdrawScratch
+from airflow_bulkload.catalog import ChunkResult, LedgerEntry, TableRef
+from airflow_bulkload.dialects import LoadInto, Withdrawal, WithdrawScratch
 from airflow_bulkload.exceptions import BulkLoadError, ChunkLoadError, WithdrawMismatchError
 from airflow_bulkload.staging.direct import (
     check_withdrawable,
@@ -34,7 +34,6 @@ from airflow_bulkload.staging.planning import MANIFEST_NAME
 
 if TYPE_CHECKING:
     from airflow_bulkload.dialects import Dialect
-    from airflow_bulkload.s3io import ChunkStream
 
 log = logging.getLogger(__name__)
 
@@ -86,11 +85,13 @@ def withdraw_chunks(
     """Take every withdrawal's chunk back out of ``table`` in one transaction; what each took.
 
     The chunks' claims are taken first, in key order (two withdraws never wait on each other in
-    a circle); each chunk is then read into a scratch table and its rows deleted (see
-    :meth:`~airflow_bulkload.dialects.roles.Ledger.withdraw_rows`). A chunk whose rows are all
-    gone already (the table is empty) has only its ledger entry dropped. ``load_prefixes``: the
-    load records of these stagings are deleted in the same transaction. Any failure rolls every
-    chunk back, and says so.
+    a circle), and each ledger entry must still be the one the withdraw was planned on. A chunk
+    with key columns is then read into a scratch table and its rows deleted, one chunk at a
+    time, each count checked against its ledger entry (:func:`check_withdrawn`). Chunks whose
+    rows match on every column (no key) are all read first and deleted at once, their count
+    checked together (:func:`check_withdrawn_together`): two of them may hold equal rows, and
+    the table is scanned once. ``load_prefixes``: the load records of these stagings are deleted
+    in the same transaction. Any failure rolls every chunk back, and says so.
     """
     ordered = sorted(withdrawals, key=lambda w: w.entry.chunk_key)
     if not ordered:
@@ -99,9 +100,9 @@ def withdraw_chunks(
     taken: list[ChunkResult] = []
     finished = False
     with ExitStack() as stack:
-        scratches: dict[tuple[tuple[str, ...], bool], WithdrawScratch] = {}
+        scratches: dict[_Shape, WithdrawScratch] = {}
         for withdrawal in ordered:
-            shape = (tuple(withdrawal.chunk.columns or ()), not withdrawal.key_columns)
+            shape = _shape(withdrawal)
             if shape not in scratches:
                 scratches[shape] = stack.enter_context(
                     dialect.withdraw_scratch(
@@ -114,10 +115,12 @@ def withdraw_chunks(
                 )
         try:
             with dialect.transaction(conn):
-                for withdrawal in ordered:
-                    dialect.claim_chunk(conn, table, withdrawal.chunk)
-                for withdrawal in ordered:
-                    taken.append(_withdraw_one(dialect, conn, withdrawal, scratches, s3))
+                _claim(dialect, conn, table, ordered)
+                for withdrawal in (w for w in ordered if w.key_columns):
+                    taken.append(_withdraw_keyed(dialect, conn, withdrawal, scratches, s3))
+                keyless = [w for w in ordered if not w.key_columns]
+                if keyless:
+                    taken += _withdraw_keyless(dialect, conn, table, keyless, scratches, s3)
                 for prefix in load_prefixes:
                     dialect.delete_load_records(conn, table, prefix)
                 finished = True
@@ -133,38 +136,142 @@ def withdraw_chunks(
     return taken
 
 
-def _withdraw_one(
+#: what a scratch table is made for: the chunks' columns (empty: the table's), and keyless
+_Shape = tuple[tuple[str, ...], bool]
+
+
+def _shape(withdrawal: Withdrawal) -> _Shape:
+    return (tuple(withdrawal.chunk.columns or ()), not withdrawal.key_columns)
+
+
+def _claim(dialect: Dialect, conn: Any, table: TableRef, withdrawals: list[Withdrawal]) -> None:
+    """Claim every chunk; raise when its ledger entry changed while the claim waited."""
+    for withdrawal in withdrawals:
+        now = dialect.claim_chunk(conn, table, withdrawal.chunk)
+        planned = withdrawal.entry
+        if now is None or (now.checksum, now.rows, now.load_id) != (
+            planned.checksum,
+            planned.rows,
+            planned.load_id,
+        ):
+            said = "no entry" if now is None else f"load {now.load_id}, {now.rows} rows"
+            raise BulkLoadError(
+                f"{withdrawal.chunk.uri}: another task took this chunk out of {table}, or loaded "
+                f"it again, while this withdraw waited for its claim (the chunk ledger said load "
+                f"{planned.load_id}, {planned.rows} rows; it now says {said}). Nothing was taken "
+                "out; run again, and it starts from the ledger as it is then"
+            )
+
+
+def _read_into(
+    dialect: Dialect, conn: Any, withdrawal: Withdrawal, scratch: WithdrawScratch, s3: Any
+) -> None:
+    """Read a chunk, as it loaded, into ``scratch``; a replaced staged chunk raises."""
+    spec = withdrawal.chunk
+    with open_chunk_stream(spec, aws_conn_id=None, client=s3, to_withdraw=True) as stream:
+        into = LoadInto(scratch.table, scratch.columns, spec.format)
+        dialect.load_stream(conn, into, stream, spec.uri)
+        try:  # one replaced by other bytes of the same size passes the HEAD check
+            stream.verify(spec.checksum)
+        except ChunkLoadError as exc:
+            raise staged_chunk_replaced(spec, "its sha256 is not the manifest's") from exc
+
+
+def _withdraw_keyed(
     dialect: Dialect,
     conn: Any,
     withdrawal: Withdrawal,
-    scratches: dict[tuple[tuple[str, ...], bool], WithdrawScratch],
+    scratches: dict[_Shape, WithdrawScratch],
     s3: Any,
 ) -> ChunkResult:
-    """One chunk's part of :func:`withdraw_chunks`, in its transaction."""
+    """One chunk with key columns, in the withdraw's transaction."""
     started, spec, entry = time.monotonic(), withdrawal.chunk, withdrawal.entry
-    if dialect.table_is_empty(conn, withdrawal.table):
-        dialect.forget_chunk(conn, entry)
-        deleted = 0
-    else:
-        scratch = scratches[(tuple(spec.columns or ()), not withdrawal.key_columns)]
-        with open_chunk_stream(spec, aws_conn_id=None, client=s3, to_withdraw=True) as stream:
-            try:
-                deleted = dialect.withdraw_rows(conn, withdrawal, scratch, stream)
-            except WithdrawMismatchError:  # a replaced chunk explains the refusal better
-                _check_staged(stream, spec)
-                raise
-            _check_staged(stream, spec)
+    deleted = 0
+    if not dialect.table_is_empty(conn, withdrawal.table):  # else its rows are gone already
+        scratch = scratches[_shape(withdrawal)]
+        _read_into(dialect, conn, withdrawal, scratch, s3)
+        deleted = dialect.withdraw_rows(conn, [withdrawal], scratch)
+        check_withdrawn(entry, spec.uri, withdrawal.table, deleted, exact=withdrawal.exact)
+    dialect.forget_chunk(conn, entry)
     seconds = time.monotonic() - started
     return ChunkResult(spec.uri, deleted, entry.bytes, seconds, False, "withdraw")
 
 
-def _check_staged(stream: ChunkStream, spec: ChunkSpec) -> None:
-    """Raise when a staged chunk's bytes are not its manifest's (sha256).
+def _withdraw_keyless(
+    dialect: Dialect,
+    conn: Any,
+    table: TableRef,
+    withdrawals: list[Withdrawal],
+    scratches: dict[_Shape, WithdrawScratch],
+    s3: Any,
+) -> list[ChunkResult]:
+    """The chunks whose rows match on every column, at once, in the withdraw's transaction.
 
-    One replaced by other bytes of the same size passes the HEAD check. A direct chunk's reads
-    are pinned to its ETag or version instead.
+    Each chunk's result counts its share of the rows deleted, in chunk order, and of the time.
     """
-    try:
-        stream.verify(spec.checksum)
-    except ChunkLoadError as exc:
-        raise staged_chunk_replaced(spec, "its sha256 is not the manifest's") from exc
+    started = time.monotonic()
+    groups: dict[_Shape, list[Withdrawal]] = {}
+    for withdrawal in withdrawals:
+        _read_into(dialect, conn, withdrawal, scratches[_shape(withdrawal)], s3)
+        groups.setdefault(_shape(withdrawal), []).append(withdrawal)
+    deleted = sum(
+        dialect.withdraw_rows(conn, group, scratches[shape]) for shape, group in groups.items()
+    )
+    check_withdrawn_together(
+        withdrawals, table, deleted, emptied=dialect.table_is_empty(conn, table)
+    )
+    seconds = (time.monotonic() - started) / len(withdrawals)
+    results, left = [], deleted
+    for withdrawal in withdrawals:
+        dialect.forget_chunk(conn, withdrawal.entry)
+        share, left = min(withdrawal.entry.rows, left), left - min(withdrawal.entry.rows, left)
+        results.append(
+            ChunkResult(
+                withdrawal.chunk.uri, share, withdrawal.entry.bytes, seconds, False, "withdraw"
+            )
+        )
+    return results
+
+
+def check_withdrawn(
+    entry: LedgerEntry, uri: str, table: TableRef, deleted: int, *, exact: bool
+) -> None:
+    """Raise when a chunk's withdraw deleted rows it cannot have inserted.
+
+    That is more than the ledger says it loaded, or, with ``exact``, another count. The error rolls
+    the withdrawing transaction back.
+    """
+    if deleted > entry.rows or (exact and deleted != entry.rows):
+        raise WithdrawMismatchError(
+            f"{uri}: taking this chunk back out of {table} would delete {deleted} rows, but the "
+            f"chunk ledger says it loaded {entry.rows} (load {entry.load_id}): rows of another "
+            "load share its keys, or rows changed since. Nothing was deleted; check the table by "
+            "hand before loading this input again"
+        )
+
+
+def check_withdrawn_together(
+    withdrawals: Sequence[Withdrawal], table: TableRef, deleted: int, *, emptied: bool
+) -> None:
+    """Raise unless chunks matched on every column deleted exactly the rows they loaded.
+
+    Fewer is accepted when the table is now empty: every row left was one of theirs (the others
+    were deleted before). The error rolls the withdrawing transaction back.
+    """
+    expected = sum(w.entry.rows for w in withdrawals)
+    if deleted == expected or (deleted < expected and emptied):
+        return
+    why = (
+        "another load holds rows equal to theirs, column for column"
+        if deleted > expected
+        else "some of their rows were deleted or changed since"
+    )
+    uris = ", ".join(w.chunk.uri for w in withdrawals[:3]) + (
+        f" and {len(withdrawals) - 3} more" if len(withdrawals) > 3 else ""
+    )
+    raise WithdrawMismatchError(
+        f"taking {len(withdrawals)} chunk(s) back out of {table} ({uris}), their rows matched on "
+        f"every column (the table has no key the input carries), would delete {deleted} rows, "
+        f"but the chunk ledger says they loaded {expected}: {why}. Nothing was deleted; check "
+        "the table by hand before loading this input again"
+    )

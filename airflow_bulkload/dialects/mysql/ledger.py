@@ -13,13 +13,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from airflow_bulkload.catalog import LedgerEntry, LoadRecord, TableRef
-from airflow_bulkload.dialects.checks import check_unchanged, check_withdrawn, key_params
-from airflow_bulkload.dialects.requests import LoadInto, Withdrawal, WithdrawScratch
+from airflow_bulkload.dialects.checks import check_unchanged, key_params
+from airflow_bulkload.dialects.requests import Withdrawal, WithdrawScratch
 from airflow_bulkload.exceptions import BulkLoadError
 from airflow_bulkload.staging.manifest import ChunkSpec
 
 if TYPE_CHECKING:
-    from airflow_bulkload.s3io import ChunkStream
+    pass
 
 from airflow_bulkload.dialects.mysql.load import MySqlLoader
 from airflow_bulkload.dialects.mysql.quoting import quote_identifier, quote_table, with_parameters
@@ -283,46 +283,58 @@ class MySqlLedger(MySqlLoader):
     def withdraw_scratch(
         self, conn: Any, table: TableRef, columns: list[str] | None, *, keyless: bool, tag: str
     ) -> Iterator[WithdrawScratch]:
-        """A regular table beside the target, made and dropped outside the withdraw's transaction.
+        """A TEMPORARY table beside the target, made before the withdraw's transaction.
 
-        MySQL's DDL commits, and TRUNCATE is DDL: the rows are emptied with DELETE. Its name
-        comes from ``tag``, so a killed run's leftover is replaced by the next withdraw of the
-        same chunks. ``keyless``: a CRC32 of each row, indexed, so each target row costs one
-        index lookup.
+        Temporary: the session's own (two withdraws never share one) and gone with a killed
+        session. Made and dropped outside the transaction, where a binary log with GTIDs allows
+        it; the session's open reads are committed after it. ``keyless``: a CRC32 of each row, indexed, so each target row costs one index lookup.
+        ``tag`` changes nothing here.
         """
         if columns is None:
             columns = [column for column, _ in self.load_columns(conn, table)]
-        name = "bulkload_withdraw_" + chunk_id(str(table), tag + "\0" + ",".join(columns)).hex()
-        scratch = TableRef(name=name[:64], schema=table.schema)
+        digest = hashlib.sha256("\0".join([str(keyless), *columns]).encode()).hexdigest()[:16]
+        scratch = TableRef(name=f"bulkload_withdraw_{digest}", schema=table.schema)
         crc = (
             "(`bulkload_row_crc` INT UNSIGNED NULL, INDEX (`bulkload_row_crc`)) " if keyless else ""
         )
         selected = ", ".join(quote_identifier(c, "column") for c in columns)
         with _cursor(conn) as cur:
-            cur.execute(f"DROP TABLE IF EXISTS {quote_table(scratch)}")
+            cur.execute(f"DROP TEMPORARY TABLE IF EXISTS {quote_table(scratch)}")
             cur.execute(
-                f"CREATE TABLE {quote_table(scratch)} {crc}ENGINE=InnoDB "  # noqa: S608 (quoted)
-                f"SELECT {selected} FROM {quote_table(table)} LIMIT 0"
+                f"CREATE TEMPORARY TABLE {quote_table(scratch)} {crc}"  # noqa: S608 (quoted)
+                f"ENGINE=InnoDB SELECT {selected} FROM {quote_table(table)} LIMIT 0"
             )
+        # temporary DDL commits nothing: end the reads before it, so the withdraw's snapshot
+        # starts at its first claim (see claim_chunk), not at a catalog read made before
+        conn.commit()
         try:
             yield WithdrawScratch(scratch, columns)
         finally:
             try:
-                _execute(conn, f"DROP TABLE IF EXISTS {quote_table(scratch)}")
-            except Exception:  # the next withdraw of the same chunks replaces it
-                log.warning("could not drop the scratch table %s", scratch)
+                _execute(conn, f"DROP TEMPORARY TABLE IF EXISTS {quote_table(scratch)}")
+            except Exception:  # it goes with the session
+                log.warning(
+                    "could not drop the scratch table %s; it goes with the session", scratch
+                )
 
     def withdraw_rows(
-        self, conn: Any, withdrawal: Withdrawal, scratch: WithdrawScratch, stream: ChunkStream
+        self, conn: Any, withdrawals: Sequence[Withdrawal], scratch: WithdrawScratch
     ) -> int:
-        """LOAD the chunk into the scratch table, then delete the rows whose key matches.
+        """A multi-table ``DELETE`` joined with the scratch table, then ``DELETE`` of its rows.
 
-        Without ``key_columns``, a row matches on every column the chunk carries, NULL-safely
-        and byte for byte, through the scratch table's CRC32 index. The scratch table is emptied
-        after (DELETE: TRUNCATE would commit).
+        Without ``key_columns``, a row matches on every column the chunks carry, NULL-safely and
+        byte for byte, through the scratch table's CRC32 index. Its ``UPDATE`` sets every other
+        column to itself, so a column that ``CREATE … SELECT`` copied with ``ON UPDATE
+        CURRENT_TIMESTAMP`` keeps the chunk's value. The scratch table is emptied with
+        ``DELETE`` (``TRUNCATE`` would commit).
         """
-        table, entry, chunk = withdrawal.table, withdrawal.entry, withdrawal.chunk
-        key_columns, columns, rows = withdrawal.key_columns, scratch.columns, scratch.table
+        first = withdrawals[0]
+        table, key_columns, columns, rows = (
+            first.table,
+            first.key_columns,
+            scratch.columns,
+            scratch.table,
+        )
         others = [c for c in columns if c not in key_columns]
         if key_columns:
             match = " AND ".join(
@@ -336,12 +348,15 @@ class MySqlLedger(MySqlLoader):
                 f"AND {_row_bytes('t', columns)} = {_row_bytes('w', columns)}"
             )
             join = "STRAIGHT_JOIN"
-        self.load_stream(conn, LoadInto(rows, columns, chunk.format), stream, chunk.uri)
         with _cursor(conn) as cur:
             if not key_columns:
+                unchanged = "".join(
+                    f", {quote_identifier(c, 'column')} = {quote_identifier(c, 'column')}"
+                    for c in columns
+                )
                 cur.execute(
                     f"UPDATE {quote_table(rows)} "  # noqa: S608 (quoted)
-                    f"SET `bulkload_row_crc` = CRC32({_row_bytes(None, columns)})"
+                    f"SET `bulkload_row_crc` = CRC32({_row_bytes(None, columns)}){unchanged}"
                 )
             elif others:
                 cur.execute(
@@ -353,16 +368,12 @@ class MySqlLedger(MySqlLoader):
                     f" ON {match} WHERE {_row_bytes('t', others)} <> "
                     f"{_row_bytes('w', others)} LIMIT 1"
                 )
-                check_unchanged(entry, chunk.uri, table, key_columns, cur.fetchone())
+                check_unchanged(first.entry, first.chunk.uri, table, key_columns, cur.fetchone())
             deleted = int(
                 cur.execute(
                     f"DELETE t FROM {quote_table(table)} AS t "
                     f"{join} {quote_table(rows)} AS w ON {match}"
                 )
             )
-            check_withdrawn(
-                entry, chunk.uri, table, deleted, exact=withdrawal.exact or not key_columns
-            )
-            self.forget_chunk(conn, entry)
             cur.execute(f"DELETE FROM {quote_table(rows)}")  # noqa: S608 (quoted)
         return deleted

@@ -15,11 +15,10 @@ from typing import Any
 from psycopg import sql
 
 from airflow_bulkload.catalog import LedgerEntry, LoadRecord, TableRef
-from airflow_bulkload.dialects.checks import check_unchanged, check_withdrawn, key_params
+from airflow_bulkload.dialects.checks import check_unchanged, key_params
 from airflow_bulkload.dialects.postgres.migrations import _S
 from airflow_bulkload.dialects.postgres.session import PostgresSession, table_identifier
-from airflow_bulkload.dialects.requests import LoadInto, Withdrawal, WithdrawScratch
-from airflow_bulkload.s3io import ChunkStream
+from airflow_bulkload.dialects.requests import Withdrawal, WithdrawScratch
 from airflow_bulkload.staging.manifest import ChunkSpec
 
 log = logging.getLogger(__name__)
@@ -258,15 +257,15 @@ class PostgresLedger(PostgresSession):
                 log.warning("could not drop %s; it goes when the session ends", scratch)
 
     def withdraw_rows(
-        self, conn: Any, withdrawal: Withdrawal, scratch: WithdrawScratch, stream: ChunkStream
+        self, conn: Any, withdrawals: Sequence[Withdrawal], scratch: WithdrawScratch
     ) -> int:
-        """COPY the chunk into the scratch table, then delete the rows whose key matches.
+        """``DELETE … USING`` the scratch table, then truncate it.
 
-        Without ``key_columns``, a row matches on every column the chunk carries, NULL-safely
-        (as ``ROW(...)::text``, which a hash join can use). The scratch table is truncated after.
+        Without ``key_columns``, a row matches on every column the chunks carry, NULL-safely (as
+        ``ROW(...)::text``, which a hash join can use).
         """
-        table, entry, chunk = withdrawal.table, withdrawal.entry, withdrawal.chunk
-        key_columns, columns = withdrawal.key_columns, scratch.columns
+        first = withdrawals[0]
+        table, key_columns, columns = first.table, first.key_columns, scratch.columns
         if key_columns:
             match = sql.SQL(" AND ").join(
                 sql.SQL("t.{c} = w.{c}").format(c=sql.Identifier(c)) for c in key_columns
@@ -274,7 +273,6 @@ class PostgresLedger(PostgresSession):
         else:
             match = sql.SQL("{} = {}").format(_row_text("t", columns), _row_text("w", columns))
         others = [c for c in columns if c not in key_columns]
-        self.load_stream(conn, LoadInto(scratch.table, columns, chunk.format), stream, chunk.uri)
         if key_columns and others:
             changed = conn.execute(
                 sql.SQL("SELECT {} FROM {} AS t JOIN {} AS w ON {} WHERE {} <> {} LIMIT 1").format(
@@ -288,15 +286,11 @@ class PostgresLedger(PostgresSession):
                     _row_text("w", others),
                 )
             ).fetchone()
-            check_unchanged(entry, chunk.uri, table, key_columns, changed)
+            check_unchanged(first.entry, first.chunk.uri, table, key_columns, changed)
         deleted = conn.execute(
             sql.SQL("DELETE FROM {} AS t USING {} AS w WHERE {}").format(
                 table_identifier(table), table_identifier(scratch.table), match
             )
         ).rowcount
-        check_withdrawn(
-            entry, chunk.uri, table, int(deleted), exact=withdrawal.exact or not key_columns
-        )
-        self.forget_chunk(conn, entry)
         conn.execute(sql.SQL("TRUNCATE {}").format(table_identifier(scratch.table)))
         return int(deleted)

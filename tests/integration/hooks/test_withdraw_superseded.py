@@ -237,3 +237,141 @@ def test_a_reload_refused_by_its_last_chunk_takes_no_chunk_out(
         hook.reconcile("notes", staged.manifest_uri, reload=True)
     assert "nothing was taken out" in " ".join(getattr(failure.value, "__notes__", []))
     assert rows_and_ledger(any_db) == before
+
+
+def test_a_keyless_reload_with_a_row_repeated_in_two_chunks_takes_both_out(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Hostile review: a keyless table, one row repeated in the first and the last chunk. Each
+    chunk's delete matches every equal row, so the first took both copies and its exact count
+    refused the reload, every time. Matched on every column, the chunks' count is checked
+    together now."""
+    create_notes(any_db, primary_key=False)
+    source = tmp_path / "notes.csv"
+    source.write_text("7,repeated\n" + GOOD + "7,repeated\n")
+    staged = stage_input(moto_server, s3_bucket, source)
+    assert len(staged.manifest.chunks) > 2
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    load_all(hook, staged)
+
+    taken = hook.reconcile("notes", staged.manifest_uri, reload=True).withdrawn
+    assert sum(r.rows for r in taken) == 302
+    load_all(hook, staged)
+    assert any_db.query("SELECT count(*), count(DISTINCT id) FROM notes") == [(302, 300)]
+
+
+def test_a_keyless_reload_of_an_input_loaded_under_two_dates_replaces_both(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Hostile review: the same input (same fingerprint) loaded under a date and under the date
+    with a time of day; a reload takes both copies out (the chunks of the other date go too),
+    but each chunk's delete matched both copies and refused ("would delete 224 rows")."""
+    create_notes(any_db, primary_key=False)
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    for run in ("2026-11-21", "2026-11-21T10:00:00"):
+        staged = stage(
+            str(source),
+            s3=moto_server.client("s3"),
+            staging_uri=f"s3://{s3_bucket}/staging",
+            dag_id="nightly",
+            table="notes",
+            run=run,
+            options=StagingOptions(
+                file_format=FileFormat(header=False), columns=["id", "note"], chunk_size=1500
+            ),
+        )
+        load_all(hook, staged)
+    assert any_db.query("SELECT count(*) FROM notes") == [(600,)]
+
+    hook.reconcile("notes", staged.manifest_uri, reload=True)
+    load_all(hook, staged)
+    assert any_db.query("SELECT count(*), count(DISTINCT id) FROM notes") == [(300, 300)]
+
+
+def test_a_keyless_reload_keeps_an_on_update_timestamp_the_input_carries(
+    mysql_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Hostile review: ``CREATE … SELECT`` copies ``ON UPDATE CURRENT_TIMESTAMP`` into the
+    scratch table, and its CRC32 ``UPDATE`` then set the chunk's timestamps to now: no row
+    matched, and every withdraw of such a keyless table was refused ("would delete 0 rows")."""
+    mysql_db.query(
+        "CREATE TABLE notes (id int, note VARCHAR(100), ts TIMESTAMP NOT NULL"
+        " DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP)"
+    )
+    source = tmp_path / "notes.csv"
+    source.write_text("".join(f"{i},note {i},2020-01-01 00:00:0{i % 10}\n" for i in range(1, 301)))
+    staged = stage(
+        str(source),
+        s3=moto_server.client("s3"),
+        staging_uri=f"s3://{s3_bucket}/staging",
+        dag_id="nightly",
+        table="notes",
+        run="2026-11-21",
+        options=StagingOptions(
+            file_format=FileFormat(header=False), columns=["id", "note", "ts"], chunk_size=1500
+        ),
+    )
+    hook = BulkLoadHook(conn_id=mysql_db.conn_id)
+    load_all(hook, staged)
+
+    taken = hook.reconcile("notes", staged.manifest_uri, reload=True).withdrawn
+    assert sum(r.rows for r in taken) == 300
+    load_all(hook, staged)
+    assert mysql_db.query("SELECT count(*), count(DISTINCT id), min(ts) FROM notes")[0][:2] == (
+        300,
+        300,
+    )
+
+
+@pytest.mark.parametrize("primary_key", [True, False], ids=["key", "keyless"])
+def test_two_reloads_at_once_never_take_a_chunk_out_twice(
+    any_db: TestDatabase,
+    moto_server: MotoServer,
+    s3_bucket: str,
+    tmp_path: Path,
+    primary_key: bool,
+) -> None:
+    """Hostile review: two reloads of one date at once (the hook, or the standalone withdraw
+    operator, which takes no table claim). On MySQL both used one scratch table and dropped it
+    under each other; a withdraw that waited for the other's claims went on with the ledger
+    entries it had read before, deleting rows the other had just loaded again. Now each
+    session has its own scratch table, and a withdraw whose entries changed while it waited
+    refuses with nothing taken out; the table holds every row once."""
+    import threading
+
+    create_notes(any_db, primary_key=primary_key)
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD)
+    staged = stage_input(moto_server, s3_bucket, source)
+    load_all(BulkLoadHook(conn_id=any_db.conn_id), staged)
+    errors: list[BaseException] = []
+
+    def reload(load_id: str) -> None:
+        try:
+            hook = BulkLoadHook(conn_id=any_db.conn_id)
+            hook.reconcile("notes", staged.manifest_uri, reload=True, load_id=load_id)
+            for chunk in staged.manifest.chunks:
+                hook.load_chunk("notes", chunk, load_id=load_id)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reload, args=(n,)) for n in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert len(errors) <= 1, errors
+    for error in errors:
+        assert "while this withdraw waited for its claim" in str(error), error
+        assert "nothing was taken out" in " ".join(getattr(error, "__notes__", []))
+    assert any_db.query("SELECT count(*), count(DISTINCT id) FROM notes") == [(300, 300)]
+    if any_db.engine == "mysql":
+        assert (
+            any_db.query(
+                "SELECT table_name FROM information_schema.tables"
+                " WHERE table_schema = DATABASE() AND table_name LIKE 'bulkload_withdraw%'"
+            )
+            == []
+        )

@@ -77,24 +77,6 @@ def test_probe_key_is_the_primary_key_else_a_not_null_unique_index(
     assert probe_key_of(_info(primary_key, indexes, not_null)) == expected  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(
-    ("deleted", "exact", "refused"),
-    [(10, True, False), (9, True, True), (11, True, True), (9, False, False), (11, False, True)],
-)
-def test_a_withdraw_must_match_the_ledger(deleted: int, exact: bool, refused: bool) -> None:
-    from airflow_bulkload.catalog import LedgerEntry
-    from airflow_bulkload.dialects.checks import check_withdrawn
-    from airflow_bulkload.exceptions import WithdrawMismatchError
-
-    entry = LedgerEntry("s.t", "k/chunk-00000.csv.gz", "x", 10, 100, "dag/run")
-    table = TableRef(name="t", schema="s")
-    if refused:
-        with pytest.raises(WithdrawMismatchError, match=f"delete {deleted} rows.*loaded 10"):
-            check_withdrawn(entry, "s3://b/k", table, deleted, exact=exact)
-    else:
-        check_withdrawn(entry, "s3://b/k", table, deleted, exact=exact)
-
-
 def test_key_probe_round_trips_through_json() -> None:
     from airflow_bulkload.catalog import KeyProbe
 
