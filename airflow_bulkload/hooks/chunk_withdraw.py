@@ -113,14 +113,20 @@ def withdraw_chunks(
                         tag=withdrawal.entry.chunk_key,
                     )
                 )
+        keyless = [w for w in ordered if not w.key_columns]
+        # read before the transaction: a MySQL ledger read ends the session's snapshot
+        others_loaded = bool(keyless) and dialect.ledger_rows(conn, table) > sum(
+            w.entry.rows for w in ordered
+        )
         try:
             with dialect.transaction(conn):
                 _claim(dialect, conn, table, ordered)
                 for withdrawal in (w for w in ordered if w.key_columns):
                     taken.append(_withdraw_keyed(dialect, conn, withdrawal, scratches, s3))
-                keyless = [w for w in ordered if not w.key_columns]
                 if keyless:
-                    taken += _withdraw_keyless(dialect, conn, table, keyless, scratches, s3)
+                    taken += _withdraw_keyless(
+                        dialect, conn, table, keyless, scratches, s3, others_loaded=others_loaded
+                    )
                 for prefix in load_prefixes:
                     dialect.delete_load_records(conn, table, prefix)
                 finished = True
@@ -204,8 +210,13 @@ def _withdraw_keyless(
     withdrawals: list[Withdrawal],
     scratches: dict[_Shape, WithdrawScratch],
     s3: Any,
+    *,
+    others_loaded: bool,
 ) -> list[ChunkResult]:
     """The chunks whose rows match on every column, at once, in the withdraw's transaction.
+
+    ``others_loaded``: the ledger says loads other than this withdraw's chunks put rows in the
+    table.
 
     Each chunk's result counts its share of the rows deleted, in chunk order, and of the time.
     """
@@ -217,9 +228,9 @@ def _withdraw_keyless(
     deleted = sum(
         dialect.withdraw_rows(conn, group, scratches[shape]) for shape, group in groups.items()
     )
-    check_withdrawn_together(
-        withdrawals, table, deleted, emptied=dialect.table_is_empty(conn, table)
-    )
+    # none is left, and by the ledger no other load had rows in it: every row left was theirs
+    only_theirs_left = not others_loaded and dialect.table_is_empty(conn, table)
+    check_withdrawn_together(withdrawals, table, deleted, emptied=only_theirs_left)
     seconds = (time.monotonic() - started) / len(withdrawals)
     results, left = [], deleted
     for withdrawal in withdrawals:
@@ -255,8 +266,9 @@ def check_withdrawn_together(
 ) -> None:
     """Raise unless chunks matched on every column deleted exactly the rows they loaded.
 
-    Fewer is accepted when the table is now empty: every row left was one of theirs (the others
-    were deleted before). The error rolls the withdrawing transaction back.
+    Fewer is accepted when ``emptied``: the table is now empty and, by the ledger, no other load
+    had rows in it, so every row left was one of theirs (the others were deleted before). The
+    error rolls the withdrawing transaction back.
     """
     expected = sum(w.entry.rows for w in withdrawals)
     if deleted == expected or (deleted < expected and emptied):

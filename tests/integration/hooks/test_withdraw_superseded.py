@@ -375,3 +375,49 @@ def test_two_reloads_at_once_never_take_a_chunk_out_twice(
             )
             == []
         )
+
+
+@pytest.mark.parametrize("another_load", [False, True], ids=["only-this-input", "another-load"])
+def test_a_keyless_reload_after_rows_were_deleted_by_hand(
+    any_db: TestDatabase,
+    moto_server: MotoServer,
+    s3_bucket: str,
+    tmp_path: Path,
+    another_load: bool,
+) -> None:
+    """Matched on every column, the chunks take out fewer rows than they loaded: accepted only
+    when that empties a table no other load (by the ledger) has rows in; then every row left
+    was theirs, and the reload puts each back once. With another load's rows in the ledger, an
+    equal row of it could have stood in for a deleted one: refused, nothing taken out."""
+    create_notes(any_db, primary_key=False)
+    source = tmp_path / "notes.csv"
+    source.write_text(GOOD)
+    staged = stage_input(moto_server, s3_bucket, source)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    load_all(hook, staged)
+    if another_load:  # another DAG's input, its rows in the ledger, since deleted by hand too
+        other = tmp_path / "other.csv"
+        other.write_text("5000,another dag\n")
+        another = stage(
+            str(other),
+            s3=moto_server.client("s3"),
+            staging_uri=f"s3://{s3_bucket}/staging",
+            dag_id="another",
+            table="notes",
+            run="2026-11-21",
+            options=StagingOptions(file_format=FileFormat(header=False), columns=["id", "note"]),
+        )
+        load_all(hook, another)
+        any_db.query("DELETE FROM notes WHERE id = 5000")
+    any_db.query("DELETE FROM notes WHERE id <= 10")
+    before = rows_and_ledger(any_db)
+
+    if another_load:
+        with pytest.raises(WithdrawMismatchError, match=r"would delete 290 rows.*loaded 300"):
+            hook.reconcile("notes", staged.manifest_uri, reload=True)
+        assert rows_and_ledger(any_db) == before
+        return
+    taken = hook.reconcile("notes", staged.manifest_uri, reload=True).withdrawn
+    assert sum(r.rows for r in taken) == 290
+    load_all(hook, staged)
+    assert any_db.query("SELECT count(*), count(DISTINCT id) FROM notes") == [(300, 300)]
