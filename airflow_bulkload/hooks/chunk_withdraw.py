@@ -81,11 +81,13 @@ def withdraw_chunks(
     *,
     s3: Any,
     load_prefixes: Sequence[str] = (),
+    skip_changed: bool = False,
 ) -> list[ChunkResult]:
     """Take every withdrawal's chunk back out of ``table`` in one transaction; what each took.
 
     The chunks' claims are taken first, in key order (two withdraws never wait on each other in
-    a circle), and each ledger entry must still be the one the withdraw was planned on. A chunk
+    a circle), and each ledger entry must still be the one the withdraw was planned on, else it
+    refuses (``skip_changed``: that chunk is left to the task that changed it). A chunk
     with key columns is then read into a scratch table and its rows deleted, one chunk at a
     time, each count checked against its ledger entry (:func:`check_withdrawn`). Chunks whose
     rows match on every column (no key) are all read first and deleted at once, their count
@@ -120,7 +122,8 @@ def withdraw_chunks(
         )
         try:
             with dialect.transaction(conn):
-                _claim(dialect, conn, table, ordered)
+                ordered = _claim(dialect, conn, table, ordered, skip_changed=skip_changed)
+                keyless = [w for w in ordered if not w.key_columns]
                 for withdrawal in (w for w in ordered if w.key_columns):
                     taken.append(_withdraw_keyed(dialect, conn, withdrawal, scratches, s3))
                 if keyless:
@@ -150,16 +153,35 @@ def _shape(withdrawal: Withdrawal) -> _Shape:
     return (tuple(withdrawal.chunk.columns or ()), not withdrawal.key_columns)
 
 
-def _claim(dialect: Dialect, conn: Any, table: TableRef, withdrawals: list[Withdrawal]) -> None:
-    """Claim every chunk; raise when its ledger entry changed while the claim waited."""
+def _claim(
+    dialect: Dialect,
+    conn: Any,
+    table: TableRef,
+    withdrawals: list[Withdrawal],
+    *,
+    skip_changed: bool,
+) -> list[Withdrawal]:
+    """Claim every chunk; the withdrawals whose ledger entry is still the one planned on.
+
+    An entry that changed while the claim waited (another task took the chunk out, or loaded it
+    again) raises, or with ``skip_changed`` leaves that chunk to the other task.
+    """
+    unchanged = []
     for withdrawal in withdrawals:
         now = dialect.claim_chunk(conn, table, withdrawal.chunk)
         planned = withdrawal.entry
-        if now is None or (now.checksum, now.rows, now.load_id) != (
+        if now is not None and (now.checksum, now.rows, now.load_id) == (
             planned.checksum,
             planned.rows,
             planned.load_id,
         ):
+            unchanged.append(withdrawal)
+        elif skip_changed:
+            log.info(
+                "%s: another task changed its ledger entry while this one waited; leaving it",
+                withdrawal.chunk.uri,
+            )
+        else:
             said = "no entry" if now is None else f"load {now.load_id}, {now.rows} rows"
             raise BulkLoadError(
                 f"{withdrawal.chunk.uri}: another task took this chunk out of {table}, or loaded "
@@ -167,6 +189,20 @@ def _claim(dialect: Dialect, conn: Any, table: TableRef, withdrawals: list[Withd
                 f"{planned.load_id}, {planned.rows} rows; it now says {said}). Nothing was taken "
                 "out; run again, and it starts from the ledger as it is then"
             )
+    return unchanged
+
+
+def forget_chunks(
+    dialect: Dialect, conn: Any, table: TableRef, chunks: Sequence[tuple[LedgerEntry, ChunkSpec]]
+) -> None:
+    """Drop ledger entries whose rows are gone, in one transaction, under the chunks' claims.
+
+    An entry that changed while its claim waited (another task loaded the chunk again) stays.
+    """
+    withdrawals = [Withdrawal(table, entry, spec, []) for entry, spec in chunks]
+    with dialect.transaction(conn):
+        for withdrawal in _claim(dialect, conn, table, withdrawals, skip_changed=True):
+            dialect.forget_chunk(conn, withdrawal.entry)
 
 
 def _read_into(

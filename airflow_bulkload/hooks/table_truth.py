@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING, Any
 from airflow_bulkload.catalog import ChunkResult, LedgerEntry, LoadRecord, Reconciliation, TableRef
 from airflow_bulkload.dialects import Withdrawal
 from airflow_bulkload.exceptions import BulkLoadError, InputAlreadyLoadedError
-from airflow_bulkload.hooks.chunk_withdraw import withdraw_chunks, withdrawable_specs
+from airflow_bulkload.hooks.chunk_withdraw import (
+    forget_chunks,
+    withdraw_chunks,
+    withdrawable_specs,
+)
 from airflow_bulkload.s3io import parse_s3_uri, s3_client
 from airflow_bulkload.staging.manifest import ChunkSpec, read_manifest
 
@@ -89,7 +93,8 @@ class TableTruthMixin:
 
         So each chunk's reload leaves each of its rows in the table once. Entries with a key go
         out in one transaction, all or none; keyless ones (nothing left to take by key) are
-        dropped in another.
+        dropped in another. An entry another task changed meanwhile (it reloaded the chunk) is
+        left to it.
         """
         dialect = self.dialect
         for entry, spec, reason in stale:
@@ -107,7 +112,8 @@ class TableTruthMixin:
             for entry, spec, _ in stale
             if entry.probe is not None
         ]
-        for result in withdraw_chunks(dialect, conn, ref, withdrawals, s3=self.s3):
+        taken = withdraw_chunks(dialect, conn, ref, withdrawals, s3=self.s3, skip_changed=True)
+        for result in taken:
             if result.rows:
                 self.log.warning(
                     "%s: took out the %d of its rows still in %s before loading it again",
@@ -117,11 +123,7 @@ class TableTruthMixin:
                 )
         keyless = [(entry, spec) for entry, spec, _ in stale if entry.probe is None]
         if keyless:
-            with dialect.transaction(conn):
-                for _, spec in keyless:
-                    dialect.claim_chunk(conn, ref, spec)
-                for entry, _ in keyless:
-                    dialect.forget_chunk(conn, entry)
+            forget_chunks(dialect, conn, ref, keyless)
 
     def withdraw_superseded_chunks(self, table: str, manifest_uri: str) -> list[ChunkResult]:
         """:meth:`reconcile` without a reload; the chunks taken back out."""

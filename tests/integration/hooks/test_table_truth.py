@@ -402,3 +402,51 @@ def test_reload_of_a_keyless_table_emptied_since_loads_it_once(
     run_load(hook, staged, reload=True)
 
     assert ids(any_db) == list(range(1, ROWS + 1))
+
+
+def test_a_keyless_stale_chunk_reloaded_by_two_tasks_at_once_loads_once(
+    any_db: TestDatabase,
+    moto_server: MotoServer,
+    s3_bucket: str,
+    source: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Hostile review: a keyless table truncated, so a chunk's entry is stale; two tasks load
+    that chunk (a zombie and its retry). B found the entry stale and left its transaction; A
+    dropped it, loaded the chunk again and recorded a new entry; B then dropped A's entry (same
+    key and checksum) without checking it was the stale one, and loaded the chunk a second time:
+    every row twice, both tasks green. B is held at that point (the race, made certain)."""
+    import threading
+
+    _, staged = loaded(any_db, moto_server, s3_bucket, source, key=False)
+    chunk = staged.manifest.chunks[0]
+    any_db.query("TRUNCATE TABLE notes")
+    b_waits, b_goes = threading.Event(), threading.Event()
+    withdraw_stale = BulkLoadHook._withdraw_stale
+
+    def held(self: BulkLoadHook, *args: Any) -> None:
+        if threading.current_thread().name == "B":
+            b_waits.set()
+            b_goes.wait(60)
+        withdraw_stale(self, *args)
+
+    monkeypatch.setattr(BulkLoadHook, "_withdraw_stale", held)
+    errors: list[BaseException] = []
+
+    def load_b() -> None:
+        try:
+            BulkLoadHook(conn_id=any_db.conn_id).load_chunk("notes", chunk, load_id="b")
+        except BaseException as exc:
+            errors.append(exc)
+
+    b = threading.Thread(target=load_b, name="B")
+    b.start()
+    assert b_waits.wait(60)
+    BulkLoadHook(conn_id=any_db.conn_id).load_chunk("notes", chunk, load_id="a")
+    b_goes.set()
+    b.join(60)
+
+    assert errors == []
+    assert any_db.query("SELECT count(*), count(DISTINCT id) FROM notes") == [
+        (chunk.rows, chunk.rows)
+    ]

@@ -377,6 +377,38 @@ def test_two_reloads_at_once_never_take_a_chunk_out_twice(
         )
 
 
+def test_a_keyless_reload_never_takes_an_equal_row_of_a_date_loaded_since_a_truncate(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Hostile review: a keyless table; date 1 loads three rows, the table is truncated, date 2
+    loads one row equal to one of date 1's; then date 1 reloads. Its withdraw deleted date 2's
+    row (one of three: fewer, but the table ended empty, which was accepted) and the reload's
+    report said verified. By the ledger, date 2 has rows in the table: refused."""
+    create_notes(any_db, primary_key=False)
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    staged = {}
+    for run, body in (("2026-11-21", "1,x\n2,y\n3,z\n"), ("2026-11-22", "1,x\n")):
+        source = tmp_path / f"{run}.csv"
+        source.write_text(body)
+        staged[run] = stage(
+            str(source),
+            s3=moto_server.client("s3"),
+            staging_uri=f"s3://{s3_bucket}/staging",
+            dag_id="nightly",
+            table="notes",
+            run=run,
+            options=StagingOptions(file_format=FileFormat(header=False), columns=["id", "note"]),
+        )
+        load_all(hook, staged[run])
+        if run == "2026-11-21":
+            any_db.query("TRUNCATE TABLE notes")
+    before = rows_and_ledger(any_db)
+
+    with pytest.raises(WithdrawMismatchError, match=r"would delete 1 rows.*loaded 3"):
+        hook.reconcile("notes", staged["2026-11-21"].manifest_uri, reload=True)
+    assert rows_and_ledger(any_db) == before
+
+
 @pytest.mark.parametrize("another_load", [False, True], ids=["only-this-input", "another-load"])
 def test_a_keyless_reload_after_rows_were_deleted_by_hand(
     any_db: TestDatabase,
