@@ -344,22 +344,23 @@ class TableTruthMixin:
     ) -> list[str]:
         """The columns a withdraw of ``entries`` matches rows by.
 
-        Their probe key, else the table's primary key or a unique key over NOT NULL columns, when
-        the chunks carry all its columns. ``[]`` when there is none (a surrogate key the input
-        lacks, or no key): then every column the chunks carry, and the delete must match the
-        ledger's count exactly.
+        Their probe key when its columns are NOT NULL, else the table's primary key or a unique
+        key over NOT NULL columns, when the chunks carry all its columns. ``[]`` when there is
+        none (a surrogate key the input lacks, or no key): then every column the chunks carry,
+        and the delete must match the ledger's count exactly.
         """
-        probes = {tuple(e.probe.columns) for e in entries if e.probe is not None}
-        if len(probes) == 1:
-            return list(next(iter(probes)))
         info = self.dialect.describe_table(conn, ref)
+        not_null = {c.name for c in info.columns if not c.nullable}
+        probes = {tuple(e.probe.columns) for e in entries if e.probe is not None}
+        # a NULL in a key matches nothing with "=": a row holding one would stay, and load twice
+        if len(probes) == 1 and set(next(iter(probes))) <= not_null:
+            return list(next(iter(probes)))
         generated = set(info.extra.get("generated_columns", []))
         carried = {c.name for c in info.columns if c.name not in generated}
         for entry in entries:  # the specs withdrawable_specs read from their manifests
             columns = specs[entry.chunk_key].columns
             if columns:
                 carried &= set(columns)
-        not_null = {c.name for c in info.columns if not c.nullable}
         unique = [
             list(index.columns)
             for index in info.indexes

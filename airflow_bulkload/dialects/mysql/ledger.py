@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -54,20 +54,33 @@ def innodb_table_name(table: TableRef) -> str:
     return f"{encode(table.schema or '')}/{encode(table.name)}"
 
 
-def _row_bytes(alias: str | None, columns: Sequence[str]) -> str:
+def _row_bytes(
+    alias: str | None, columns: Sequence[str], floats: Collection[str] = frozenset()
+) -> str:
     """The row's values as one byte string, NULL-safe and exact.
 
     Each value is quoted and NULL is the bare word, so rows compare byte for byte whatever the
-    columns' collations.
+    columns' collations. ``floats``: the ``FLOAT`` columns, which render with 6 significant
+    digits (0.1234567 and 0.1234568 alike); as a ``DOUBLE`` (exact) they differ.
     """
     prefix = f"{alias}." if alias else ""
+
+    def value(column: str) -> str:
+        quoted = f"{prefix}{quote_identifier(column, 'column')}"
+        return f"({quoted} + 0e0)" if column in floats else quoted
+
     return (
-        "CONCAT_WS(',', "
-        + ", ".join(
-            f"QUOTE(CAST({prefix}{quote_identifier(c, 'column')} AS BINARY))" for c in columns
-        )
-        + ")"
+        "CONCAT_WS(',', " + ", ".join(f"QUOTE(CAST({value(c)} AS BINARY))" for c in columns) + ")"
     )
+
+
+def _crc_column(columns: Sequence[str]) -> str:
+    """The quoted name of a keyless scratch table's row checksum: none of the chunk's columns."""
+    taken = {c.lower() for c in columns}  # MySQL's column names ignore case
+    name = "bulkload_row_crc"
+    while name in taken:
+        name += "_"
+    return quote_identifier(name, "column")
 
 
 def chunk_id(table: str, chunk_key: str) -> bytes:
@@ -287,16 +300,15 @@ class MySqlLedger(MySqlLoader):
 
         Temporary: the session's own (two withdraws never share one) and gone with a killed
         session. Made and dropped outside the transaction, where a binary log with GTIDs allows
-        it; the session's open reads are committed after it. ``keyless``: a CRC32 of each row, indexed, so each target row costs one index lookup.
-        ``tag`` changes nothing here.
+        it; the session's open reads are committed after it. ``keyless``: a CRC32 of each row,
+        indexed, so each target row costs one index lookup. ``tag`` changes nothing here.
         """
         if columns is None:
             columns = [column for column, _ in self.load_columns(conn, table)]
         digest = hashlib.sha256("\0".join([str(keyless), *columns]).encode()).hexdigest()[:16]
         scratch = TableRef(name=f"bulkload_withdraw_{digest}", schema=table.schema)
-        crc = (
-            "(`bulkload_row_crc` INT UNSIGNED NULL, INDEX (`bulkload_row_crc`)) " if keyless else ""
-        )
+        crc_column = _crc_column(columns)
+        crc = f"({crc_column} INT UNSIGNED NULL, INDEX ({crc_column})) " if keyless else ""
         selected = ", ".join(quote_identifier(c, "column") for c in columns)
         with _cursor(conn) as cur:
             cur.execute(f"DROP TEMPORARY TABLE IF EXISTS {quote_table(scratch)}")
@@ -336,6 +348,8 @@ class MySqlLedger(MySqlLoader):
             scratch.table,
         )
         others = [c for c in columns if c not in key_columns]
+        floats = {n for n, t in self.load_columns(conn, table) if t.lower().startswith("float")}
+        crc_column = _crc_column(columns)
         if key_columns:
             match = " AND ".join(
                 f"t.{quote_identifier(c, 'column')} = w.{quote_identifier(c, 'column')}"
@@ -344,8 +358,8 @@ class MySqlLedger(MySqlLoader):
             join = "JOIN"
         else:  # the target first: each of its rows one lookup in the scratch table's index
             match = (
-                f"w.`bulkload_row_crc` = CRC32({_row_bytes('t', columns)}) "
-                f"AND {_row_bytes('t', columns)} = {_row_bytes('w', columns)}"
+                f"w.{crc_column} = CRC32({_row_bytes('t', columns, floats)}) "
+                f"AND {_row_bytes('t', columns, floats)} = {_row_bytes('w', columns, floats)}"
             )
             join = "STRAIGHT_JOIN"
         with _cursor(conn) as cur:
@@ -356,7 +370,7 @@ class MySqlLedger(MySqlLoader):
                 )
                 cur.execute(
                     f"UPDATE {quote_table(rows)} "  # noqa: S608 (quoted)
-                    f"SET `bulkload_row_crc` = CRC32({_row_bytes(None, columns)}){unchanged}"
+                    f"SET {crc_column} = CRC32({_row_bytes(None, columns, floats)}){unchanged}"
                 )
             elif others:
                 cur.execute(
@@ -365,8 +379,8 @@ class MySqlLedger(MySqlLoader):
                         f"CAST(w.{quote_identifier(c, 'column')} AS CHAR)" for c in key_columns
                     )
                     + f" FROM {quote_table(table)} AS t JOIN {quote_table(rows)} AS w"
-                    f" ON {match} WHERE {_row_bytes('t', others)} <> "
-                    f"{_row_bytes('w', others)} LIMIT 1"
+                    f" ON {match} WHERE {_row_bytes('t', others, floats)} <> "
+                    f"{_row_bytes('w', others, floats)} LIMIT 1"
                 )
                 check_unchanged(first.entry, first.chunk.uri, table, key_columns, cur.fetchone())
             deleted = int(

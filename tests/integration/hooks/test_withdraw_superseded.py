@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -453,3 +454,115 @@ def test_a_keyless_reload_after_rows_were_deleted_by_hand(
     assert sum(r.rows for r in taken) == 290
     load_all(hook, staged)
     assert any_db.query("SELECT count(*), count(DISTINCT id) FROM notes") == [(300, 300)]
+
+
+def stage_rows(
+    moto: MotoServer, bucket: str, path: Path, text: str, columns: list[str], **options: Any
+) -> StageResult:
+    """``text`` (no header) staged for ``notes`` under date 2026-11-21 (``run`` overrides)."""
+    path.write_text(text)
+    run = options.pop("run", "2026-11-21")
+    options.setdefault("chunk_size", 1500)
+    return stage(
+        str(path),
+        s3=moto.client("s3"),
+        staging_uri=f"s3://{bucket}/staging",
+        dag_id="nightly",
+        table="notes",
+        run=run,
+        options=StagingOptions(file_format=FileFormat(header=False), columns=columns, **options),
+    )
+
+
+def test_a_reload_whose_timestamp_keys_read_otherwise_now_is_refused(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Hostile review: a table keyed on a ``timestamptz`` loaded from times without an offset;
+    the session time zone changed before a reload. The chunks, read again, became other
+    instants: the withdraw deleted none of the date's rows, a reload accepts fewer, and the
+    load added all 300 again, green. The chunk's first and last key (as stored) still in the
+    table after its delete now refuse it."""
+    pg_db.query("CREATE TABLE notes (id int NOT NULL, ts timestamptz PRIMARY KEY)")
+    text = "".join(f"{i},2020-01-01 {i // 60:02d}:{i % 60:02d}:00\n" for i in range(300))
+    staged = stage_rows(
+        moto_server, s3_bucket, tmp_path / "n.csv", text, ["id", "ts"], probe_key=["ts"]
+    )
+    hook = BulkLoadHook(conn_id=pg_db.conn_id)
+    load_all(hook, staged)
+    pg_db.query(f"ALTER DATABASE {pg_db.name} SET timezone = 'Asia/Tokyo'")
+    before = rows_and_ledger(pg_db)
+
+    with pytest.raises(WithdrawMismatchError, match="does not hold the keys it loaded"):
+        BulkLoadHook(conn_id=pg_db.conn_id).reconcile("notes", staged.manifest_uri, reload=True)
+    assert rows_and_ledger(pg_db) == before
+
+
+def test_a_keyless_reload_tells_float_values_apart_past_six_digits(
+    mysql_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Hostile review: MySQL renders a FLOAT with 6 significant digits, so 0.1234567 and
+    0.1234568 compared equal: with date A's row deleted by hand, A's reload took date B's row
+    instead (the count matched) and the run was green. FLOATs now compare as DOUBLEs."""
+    mysql_db.query("CREATE TABLE notes (id int, f FLOAT)")
+    hook = BulkLoadHook(conn_id=mysql_db.conn_id)
+    a = "1,0.1234567\n" + "".join(f"{i},{i}.5\n" for i in range(2, 200))
+    staged = stage_rows(moto_server, s3_bucket, tmp_path / "a.csv", a, ["id", "f"])
+    load_all(hook, staged)
+    other = stage_rows(
+        moto_server, s3_bucket, tmp_path / "b.csv", "1,0.1234568\n", ["id", "f"], run="2026-11-22"
+    )
+    load_all(hook, other)
+    mysql_db.query("DELETE FROM notes WHERE id = 1 AND f < 0.12345675")
+    before = rows_and_ledger(mysql_db)
+
+    with pytest.raises(WithdrawMismatchError, match=r"would delete 198 rows.*loaded 199"):
+        hook.reconcile("notes", staged.manifest_uri, reload=True)
+    assert rows_and_ledger(mysql_db) == before
+
+
+@pytest.mark.parametrize("column_type", ["VARCHAR(100)", "INT"])
+def test_a_keyless_table_with_a_column_named_like_the_checksum_reloads(
+    mysql_db: TestDatabase,
+    moto_server: MotoServer,
+    s3_bucket: str,
+    tmp_path: Path,
+    column_type: str,
+) -> None:
+    """Hostile review: a keyless table's own ``bulkload_row_crc`` column clashed with the
+    scratch table's checksum column, and every reload was refused."""
+    mysql_db.query(f"CREATE TABLE notes (id int, BULKLOAD_ROW_CRC {column_type})")
+    text = "".join(f"{i},{i * 7}\n" for i in range(1, 301))
+    staged = stage_rows(
+        moto_server, s3_bucket, tmp_path / "n.csv", text, ["id", "BULKLOAD_ROW_CRC"]
+    )
+    hook = BulkLoadHook(conn_id=mysql_db.conn_id)
+    load_all(hook, staged)
+    hook.reconcile("notes", staged.manifest_uri, reload=True)
+    load_all(hook, staged)
+    assert mysql_db.query("SELECT count(*), count(DISTINCT id) FROM notes") == [(300, 300)]
+
+
+def test_a_reload_keyed_on_a_unique_key_with_nulls_leaves_each_row_once(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """A probe key over nullable columns (a UNIQUE (a, b) with b nullable): a row whose b is
+    NULL matches nothing by ``=``, so a reload by that key left it, and loaded it again (the
+    unique index admits it). Such a key is not used to withdraw: every column is. (One chunk:
+    a chunk whose first or last key holds a NULL does not load yet, a known limit.)"""
+    text_type = "text" if any_db.engine == "postgres" else "VARCHAR(100)"
+    any_db.query(f"CREATE TABLE notes (a int NOT NULL, b int, note {text_type}, UNIQUE (a, b))")
+    text = "".join(f"{i},{'' if i % 5 == 2 else i},n{i}\n" for i in range(1, 301))
+    staged = stage_rows(
+        moto_server,
+        s3_bucket,
+        tmp_path / "n.csv",
+        text,
+        ["a", "b", "note"],
+        probe_key=["a", "b"],
+        chunk_size=1 << 20,
+    )
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    load_all(hook, staged)
+    hook.reconcile("notes", staged.manifest_uri, reload=True)
+    load_all(hook, staged)
+    assert any_db.query("SELECT count(*), count(DISTINCT a) FROM notes") == [(300, 300)]
