@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from functools import cached_property
 from typing import Any
@@ -39,11 +39,22 @@ from airflow_bulkload.table_state import primary_key_of_snapshot
 LOAD_METHODS = ("client", "rds_s3", "aurora_s3")
 
 
-def probe_of(spec: ChunkSpec) -> KeyProbe | None:
-    """The chunk's first and last key, as the ledger keeps them (``None`` without a key)."""
-    if spec.key_columns and spec.first_key is not None and spec.last_key is not None:
-        return KeyProbe(list(spec.key_columns), list(spec.first_key), list(spec.last_key))
-    return None
+def probe_of(
+    spec: ChunkSpec, first: Sequence[Any] | None = None, last: Sequence[Any] | None = None
+) -> KeyProbe | None:
+    """The chunk's probe for the ledger: its first and last key (``None`` without a key).
+
+    ``first``/``last`` are the keys read as it streamed, else the manifest's. ``None`` too when either holds a NULL (a unique key over nullable columns, a sort key): a
+    NULL is found by no lookup, so the chunk is told by the table's generation instead.
+    """
+    first = spec.first_key if first is None else first
+    last = spec.last_key if last is None else last
+    if not (spec.key_columns and first is not None and last is not None):
+        return None
+    null = spec.format.effective_null
+    if any(v is None or v == null for v in [*first, *last]):
+        return None
+    return KeyProbe(list(spec.key_columns), list(first), list(last))
 
 
 class BulkLoadHook(LoadErrorTracingMixin, LoadVerificationMixin, BaseHook):
@@ -316,7 +327,7 @@ class BulkLoadHook(LoadErrorTracingMixin, LoadVerificationMixin, BaseHook):
                 nbytes = stream.bytes_read
                 if isinstance(stream, DirectChunkStream) and spec.key_columns:
                     keys = stream.key_probe()
-                    probe = KeyProbe(list(spec.key_columns), *keys) if keys else None
+                    probe = probe_of(spec, *keys) if keys else None
         else:
             if spec.is_direct:  # the server would read the whole object, header included
                 raise ChunkLoadError(
