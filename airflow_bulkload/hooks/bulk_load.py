@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import closing, contextmanager
 from functools import cached_property
 from typing import Any
@@ -40,20 +40,27 @@ LOAD_METHODS = ("client", "rds_s3", "aurora_s3")
 
 
 def probe_of(
-    spec: ChunkSpec, first: Sequence[Any] | None = None, last: Sequence[Any] | None = None
+    spec: ChunkSpec,
+    first: Sequence[Any] | None = None,
+    last: Sequence[Any] | None = None,
+    *,
+    nullable: Collection[str] = (),
 ) -> KeyProbe | None:
     """The chunk's probe for the ledger: its first and last key (``None`` without a key).
 
-    ``first``/``last`` are the keys read as it streamed, else the manifest's. ``None`` too when either holds a NULL (a unique key over nullable columns, a sort key): a
-    NULL is found by no lookup, so the chunk is told by the table's generation instead.
+    ``first``/``last`` are the keys read as it streamed, else the manifest's. ``None`` too when
+    either holds a NULL in one of the ``nullable`` key columns (a unique key over nullable
+    columns, a sort key): a NULL is found by no lookup, so the chunk is told by the table's
+    generation instead. In a NOT NULL column the NULL marker is the text itself.
     """
     first = spec.first_key if first is None else first
     last = spec.last_key if last is None else last
     if not (spec.key_columns and first is not None and last is not None):
         return None
-    null = spec.format.effective_null
-    if any(v is None or v == null for v in [*first, *last]):
-        return None
+    null, may_be_null = spec.format.effective_null, {c.lower() for c in nullable}
+    for column, values in zip(spec.key_columns, zip(first, last, strict=True), strict=True):
+        if column.lower() in may_be_null and any(v is None or v == null for v in values):
+            return None
     return KeyProbe(list(spec.key_columns), list(first), list(last))
 
 
@@ -112,6 +119,17 @@ class BulkLoadHook(LoadErrorTracingMixin, LoadVerificationMixin, BaseHook):
         if saved is not None:
             return primary_key_of_snapshot(saved)
         return list(self.dialect.describe_table(conn, ref).primary_key)
+
+    @cached_property
+    def _nullable_by_table(self) -> dict[str, set[str]]:
+        return {}
+
+    def _nullable_columns(self, conn: Any, ref: TableRef) -> set[str]:
+        """The table's columns that may hold NULL, read once per hook (a load task's batch)."""
+        if str(ref) not in self._nullable_by_table:
+            info = self.dialect.describe_table(conn, ref)
+            self._nullable_by_table[str(ref)] = {c.name for c in info.columns if c.nullable}
+        return self._nullable_by_table[str(ref)]
 
     def server_facts(self) -> ServerFacts:
         """The server settings pre-flight advice reads (see :meth:`Dialect.server_facts`)."""
@@ -318,7 +336,8 @@ class BulkLoadHook(LoadErrorTracingMixin, LoadVerificationMixin, BaseHook):
         """
         dialect = self.dialect
         dialect.tune_load_session(conn)
-        probe = probe_of(spec)
+        nullable = self._nullable_columns(conn, ref) if spec.key_columns else set()
+        probe = probe_of(spec, nullable=nullable)
         into = LoadInto(ref, columns, fmt)
         if method == "client":
             with open_chunk_stream(spec, aws_conn_id=None, client=self.s3) as stream:
@@ -327,7 +346,7 @@ class BulkLoadHook(LoadErrorTracingMixin, LoadVerificationMixin, BaseHook):
                 nbytes = stream.bytes_read
                 if isinstance(stream, DirectChunkStream) and spec.key_columns:
                     keys = stream.key_probe()
-                    probe = probe_of(spec, *keys) if keys else None
+                    probe = probe_of(spec, *keys, nullable=nullable) if keys else None
         else:
             if spec.is_direct:  # the server would read the whole object, header included
                 raise ChunkLoadError(

@@ -232,50 +232,30 @@ def _withdraw_keyed(
     if not dialect.table_is_empty(conn, withdrawal.table):  # else its rows are gone already
         scratch = scratches[_shape(withdrawal)]
         _read_into(dialect, conn, withdrawal, scratch, s3)
-        probed = _probe_keys_present(dialect, conn, withdrawal)
         deleted = dialect.withdraw_rows(conn, [withdrawal], scratch)
         check_withdrawn(entry, spec.uri, withdrawal.table, deleted, exact=withdrawal.exact)
-        if probed:
-            _check_probe_keys_gone(dialect, conn, withdrawal, probed)
+        if deleted < entry.rows:  # accepted as rows deleted by hand, unless its keys are there
+            _check_probe_keys_gone(dialect, conn, withdrawal)
     dialect.forget_chunk(conn, entry)
     seconds = time.monotonic() - started
     return ChunkResult(spec.uri, deleted, entry.bytes, seconds, False, "withdraw")
 
 
-def _probe_keys_present(dialect: Dialect, conn: Any, withdrawal: Withdrawal) -> list[bool]:
-    """Which of the entry's first and last key (as the table stored them) are in the table.
+def _check_probe_keys_gone(dialect: Dialect, conn: Any, withdrawal: Withdrawal) -> None:
+    """Raise when a chunk that took fewer rows than it loaded left its first or last key.
 
-    Only asked where fewer rows than loaded may go (a reload, a stale chunk) and the rows match
-    on the probe's key: ``[]`` otherwise.
+    Those keys (as the table stored them) name rows the chunk inserted: still there after its
+    delete, the chunk as read now does not hold the keys it loaded (a session time zone that
+    changed since, for a timestamp key), its rows were not taken, and reloading would add them
+    a second time. Only where the rows match on the probe's key. The error rolls the
+    withdrawing transaction back.
     """
     probe = withdrawal.entry.probe
-    if withdrawal.exact or probe is None or list(probe.columns) != withdrawal.key_columns:
-        return []
-    return dialect.keys_present(
-        conn, withdrawal.table, list(probe.columns), [probe.first, probe.last]
-    )
-
-
-def _check_probe_keys_gone(
-    dialect: Dialect, conn: Any, withdrawal: Withdrawal, present_before: list[bool]
-) -> None:
-    """Raise when a first or last key the chunk loaded is still in the table after its delete.
-
-    Then the chunk, as read now, does not hold the keys it loaded (a session time zone that
-    changed since, for a timestamp key): its rows were not taken, and reloading would add them
-    a second time. The error rolls the withdrawing transaction back.
-    """
-    probe = withdrawal.entry.probe
-    if probe is None:  # present_before is only non-empty with a probe
+    if probe is None or list(probe.columns) != withdrawal.key_columns:
         return
-    after = dialect.keys_present(
-        conn, withdrawal.table, list(probe.columns), [probe.first, probe.last]
-    )
-    left = [
-        key
-        for key, before, now in zip((probe.first, probe.last), present_before, after, strict=True)
-        if before and now
-    ]
+    keys = [probe.first, probe.last]
+    still = dialect.keys_present(conn, withdrawal.table, list(probe.columns), keys)
+    left = [key for key, there in zip(keys, still, strict=True) if there]
     if left:
         raise WithdrawMismatchError(
             f"{withdrawal.chunk.uri}: taking this chunk back out of {withdrawal.table} left its "

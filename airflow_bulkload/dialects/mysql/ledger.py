@@ -60,14 +60,14 @@ def _row_bytes(
     """The row's values as one byte string, NULL-safe and exact.
 
     Each value is quoted and NULL is the bare word, so rows compare byte for byte whatever the
-    columns' collations. ``floats``: the ``FLOAT`` columns, which render with 6 significant
-    digits (0.1234567 and 0.1234568 alike); as a ``DOUBLE`` (exact) they differ.
+    columns' collations. ``floats``: the ``FLOAT`` columns (in lower case), which render with 6
+    significant digits (0.1234567 and 0.1234568 alike); as a ``DOUBLE`` (exact) they differ.
     """
     prefix = f"{alias}." if alias else ""
 
     def value(column: str) -> str:
         quoted = f"{prefix}{quote_identifier(column, 'column')}"
-        return f"({quoted} + 0e0)" if column in floats else quoted
+        return f"({quoted} + 0e0)" if column.lower() in floats else quoted
 
     return (
         "CONCAT_WS(',', " + ", ".join(f"QUOTE(CAST({value(c)} AS BINARY))" for c in columns) + ")"
@@ -348,7 +348,10 @@ class MySqlLedger(MySqlLoader):
             scratch.table,
         )
         others = [c for c in columns if c not in key_columns]
-        floats = {n for n, t in self.load_columns(conn, table) if t.lower().startswith("float")}
+        # lower case: MySQL's column names ignore it, and the chunk may spell them otherwise
+        floats = {
+            n.lower() for n, t in self.load_columns(conn, table) if t.lower().startswith("float")
+        }
         crc_column = _crc_column(columns)
         if key_columns:
             match = " AND ".join(

@@ -571,3 +571,97 @@ def test_a_reload_keyed_on_a_unique_key_with_nulls_leaves_each_row_once(
     load_all(hook, staged)
     assert any_db.query("SELECT count(*), count(DISTINCT a) FROM notes") == [(300, 300)]
     assert hook.verify_load("notes", staged.manifest_uri)["verified"]
+
+
+def test_a_reload_after_a_datestyle_change_takes_the_rows_it_finds(
+    pg_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Hostile review: a ``date`` key loaded under ``DateStyle = SQL, DMY`` keeps its probe as
+    ``dd/mm/yyyy``; reloaded under ISO, the input reads the same and every row is found. The
+    first version of the probe check looked the probe up anyway and refused (the text read as
+    another date, or not at all). It now looks only when fewer rows went than loaded."""
+    import datetime as dt
+
+    pg_db.query("CREATE TABLE notes (d date PRIMARY KEY, note text)")
+    days = [dt.date(y, m, d) for y in (2020, 2021) for m in range(1, 13) for d in range(1, 13)]
+    text = "".join(f"{day},n{i}\n" for i, day in enumerate(days))
+    staged = stage_rows(
+        moto_server,
+        s3_bucket,
+        tmp_path / "n.csv",
+        text,
+        ["d", "note"],
+        probe_key=["d"],
+        chunk_size=300,
+    )
+    pg_db.query(f"ALTER DATABASE {pg_db.name} SET DateStyle = 'SQL, DMY'")
+    load_all(BulkLoadHook(conn_id=pg_db.conn_id), staged)
+    pg_db.query(f"ALTER DATABASE {pg_db.name} SET DateStyle = 'ISO, MDY'")
+    first = sorted(pg_db.query("SELECT * FROM notes"))
+
+    hook = BulkLoadHook(conn_id=pg_db.conn_id)
+    taken = hook.reconcile("notes", staged.manifest_uri, reload=True).withdrawn
+    assert sum(r.rows for r in taken) == len(days)
+    load_all(hook, staged)
+    assert sorted(pg_db.query("SELECT * FROM notes")) == first
+
+
+def test_a_float_compares_exactly_whatever_the_case_of_its_column_name(
+    mysql_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Hostile review: the table's ``F FLOAT`` loaded as ``f``: the FLOAT-as-DOUBLE comparison
+    looked the column up by the chunk's spelling, missed it, and a reload took another date's
+    row again (MySQL's column names ignore case)."""
+    mysql_db.query("CREATE TABLE notes (id int, F FLOAT)")
+    hook = BulkLoadHook(conn_id=mysql_db.conn_id)
+    a = "1,0.1234567\n" + "".join(f"{i},{i}.5\n" for i in range(2, 200))
+    staged = stage_rows(moto_server, s3_bucket, tmp_path / "a.csv", a, ["id", "f"])
+    load_all(hook, staged)
+    other = stage_rows(
+        moto_server, s3_bucket, tmp_path / "b.csv", "1,0.1234568\n", ["id", "f"], run="2026-11-22"
+    )
+    load_all(hook, other)
+    mysql_db.query("DELETE FROM notes WHERE id = 1 AND F < 0.12345675")
+    before = rows_and_ledger(mysql_db)
+
+    with pytest.raises(WithdrawMismatchError, match=r"would delete 198 rows.*loaded 199"):
+        hook.reconcile("notes", staged.manifest_uri, reload=True)
+    assert rows_and_ledger(mysql_db) == before
+
+
+def test_a_text_key_that_reads_like_the_null_marker_keeps_its_probe(
+    any_db: TestDatabase, moto_server: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """Hostile review: a NOT NULL text key whose chunk starts with the text ``NULL`` (the staged
+    files' NULL marker) kept no probe, so with that chunk's rows deleted by hand, and another
+    date's rows in the table, a re-run skipped it and the report was green over 54 missing
+    rows. A NULL marker drops the probe only in a column that may hold NULL."""
+    text_type = "text" if any_db.engine == "postgres" else "VARCHAR(20)"
+    any_db.query(f"CREATE TABLE notes (k {text_type} NOT NULL PRIMARY KEY, note {text_type})")
+    hook = BulkLoadHook(conn_id=any_db.conn_id)
+    other = "".join(f"zz{i:03d},b\n" for i in range(100))
+    load_all(
+        hook,
+        stage_rows(
+            moto_server, s3_bucket, tmp_path / "b.csv", other, ["k", "note"], run="2026-11-20"
+        ),
+    )
+    text = '"NULL",edge\n' + "".join(f"k{i:04d},n{i}\n" for i in range(1, 300))
+    staged = stage_rows(
+        moto_server,
+        s3_bucket,
+        tmp_path / "a.csv",
+        text,
+        ["k", "note"],
+        probe_key=["k"],
+        chunk_size=600,
+    )
+    first = staged.manifest.chunks[0]
+    load_all(hook, staged)
+    any_db.query(
+        "DELETE FROM notes WHERE k = 'NULL' OR (k >= 'k' AND k <= %s)", (first.last_key[0],)
+    )
+
+    load_all(hook, staged)  # the same input again, no reload
+    assert any_db.query("SELECT count(*) FROM notes WHERE k NOT LIKE 'zz%%'") == [(300,)]
+    assert hook.verify_load("notes", staged.manifest_uri)["verified"]
