@@ -74,6 +74,17 @@ def _row_bytes(
     )
 
 
+def float_columns(conn: Any, table: TableRef) -> set[str]:
+    """The ``FLOAT`` columns of ``table``, in lower case, for :func:`_row_bytes`."""
+    rows = _fetch_all(
+        conn,
+        "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+        "AND TABLE_NAME = %s AND DATA_TYPE = 'float'",
+        (table.schema, table.name),
+    )
+    return {str(row[0]).lower() for row in rows}
+
+
 def _crc_column(columns: Sequence[str]) -> str:
     """The quoted name of a keyless scratch table's row checksum: none of the chunk's columns."""
     taken = {c.lower() for c in columns}  # MySQL's column names ignore case
@@ -349,9 +360,7 @@ class MySqlLedger(MySqlLoader):
         )
         others = [c for c in columns if c not in key_columns]
         # lower case: MySQL's column names ignore it, and the chunk may spell them otherwise
-        floats = {
-            n.lower() for n, t in self.load_columns(conn, table) if t.lower().startswith("float")
-        }
+        floats = float_columns(conn, table)
         crc_column = _crc_column(columns)
         if key_columns:
             match = " AND ".join(

@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow_bulkload.catalog import TableRef
 from airflow_bulkload.dialects.checks import describe_duplicate_keys
-from airflow_bulkload.dialects.mysql.ledger import _row_bytes
+from airflow_bulkload.dialects.mysql.ledger import _row_bytes, float_columns
 from airflow_bulkload.dialects.mysql.quoting import (
     quote_identifier,
     quote_table,
@@ -225,11 +225,13 @@ class MySqlWorkTables(MySqlSession, WorkTables):
             f"t.{quote_identifier(k, 'column name')} = w.{quote_identifier(k, 'column name')}"
             for k in keys
         )
+        floats = float_columns(conn, table)  # compared as DOUBLEs: a FLOAT's text has 6 digits
+        differ = f"{_row_bytes('t', columns, floats)} <> {_row_bytes('w', columns, floats)}"
         count = _count(
             conn,
             f"SELECT COUNT(*) FROM {quote_table(work)} w LEFT JOIN {quote_table(table)} t"  # noqa: S608 (quoted)
             f" ON {join} WHERE t.{quote_identifier(keys[0], 'column name')} IS NULL"
-            + (f" OR {_row_bytes('t', columns)} <> {_row_bytes('w', columns)}" if columns else ""),
+            + (f" OR {differ}" if columns else ""),
         )
         return count
 

@@ -325,3 +325,23 @@ def test_describe_table_reads_keys_indexes_fks_both_ways_and_triggers(
         cur.execute(f"SHOW CREATE TABLE {qt}")
         rebuilt = cur.fetchone()[1]
     assert sorted(original.splitlines()) == sorted(rebuilt.splitlines())
+
+
+def test_an_upserts_differences_tell_floats_apart_past_six_digits(mysql_db: TestDatabase) -> None:
+    """A FLOAT's text has 6 significant digits: 0.1234567 and 0.1234568 compared equal, so an
+    update the merge missed in the 7th digit was not counted. They compare as DOUBLEs."""
+    from airflow_bulkload.modes import MergeSpec
+
+    mysql_db.query("CREATE TABLE t (id int PRIMARY KEY, F FLOAT)")
+    mysql_db.query("CREATE TABLE w (id int PRIMARY KEY, F FLOAT)")
+    mysql_db.query("INSERT INTO t VALUES (1, 0.1234567), (2, 0.5)")
+    mysql_db.query("INSERT INTO w VALUES (1, 0.1234568), (2, 0.5)")
+    merge = MergeSpec(
+        TableRef("t", mysql_db.name),
+        TableRef("w", mysql_db.name),
+        ("id", "f"),
+        ("f",),
+        ("id",),
+    )
+    with closing(load_conn(mysql_db)) as conn:
+        assert MySqlDialect().merge_differences(conn, merge) == 1
