@@ -203,13 +203,16 @@ class LedgerEntry:
     load_id: str
     probe: KeyProbe | None = None
     generation: str | None = None
+    #: when the entry was written, as the server keeps it (read back, never written): it tells
+    #: one entry from another of the same chunk, load and content
+    loaded_at: str | None = field(default=None, compare=False)
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> LedgerEntry:
         """An entry from a row of the ledger, as both engines select it.
 
         The columns, in order: table, chunk key, checksum, rows, bytes, load id, probe (JSON text
-        or already decoded) and generation.
+        or already decoded), generation and, where selected, the time it was written.
         """
         return cls(
             table=row[0],
@@ -220,6 +223,7 @@ class LedgerEntry:
             load_id=row[5],
             probe=KeyProbe.from_json(row[6]),
             generation=None if row[7] is None else str(row[7]),
+            loaded_at=str(row[8]) if len(row) > 8 and row[8] is not None else None,
         )
 
     def to_row(self) -> tuple[Any, ...]:

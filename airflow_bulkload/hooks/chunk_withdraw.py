@@ -170,10 +170,13 @@ def _claim(
     for withdrawal in withdrawals:
         now = dialect.claim_chunk(conn, table, withdrawal.chunk)
         planned = withdrawal.entry
-        if now is not None and (now.checksum, now.rows, now.load_id) == (
+        # the time it was written tells a chunk reloaded by the same load (a zombie task and
+        # its retry) from the entry planned on
+        if now is not None and (now.checksum, now.rows, now.load_id, now.loaded_at) == (
             planned.checksum,
             planned.rows,
             planned.load_id,
+            planned.loaded_at,
         ):
             unchanged.append(withdrawal)
         elif skip_changed:

@@ -37,6 +37,8 @@ _LEDGER_COLUMNS = (
     "`table_name`, `chunk_key`, `checksum`, `row_count`, `byte_count`, `load_id`, `probe`, "
     "`generation`"
 )
+#: what a read of an entry selects: its columns and when it was written
+_LEDGER_READ = _LEDGER_COLUMNS + ", `loaded_at`"
 
 
 def innodb_table_name(table: TableRef) -> str:
@@ -132,7 +134,7 @@ class MySqlLedger(MySqlLoader):
         self._session(conn).locks.append(lock)
         row = _fetch_one(
             conn,
-            f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
+            f"SELECT {_LEDGER_READ} "  # noqa: S608 (quoted)
             f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
             "WHERE `chunk_id` = %s ORDER BY `loaded_at` LIMIT 1",
             (chunk_id(table_name, chunk.key),),
@@ -150,7 +152,7 @@ class MySqlLedger(MySqlLoader):
     def ledger_entries(self, conn: Any, table: TableRef, key_prefix: str) -> list[LedgerEntry]:
         rows = _fetch_all(
             conn,
-            f"SELECT {_LEDGER_COLUMNS} "  # noqa: S608 (quoted)
+            f"SELECT {_LEDGER_READ} "  # noqa: S608 (quoted)
             f"FROM {self._state_table(conn, 'bulkload_chunk_ledger')} "
             "WHERE `table_name` = %s AND LEFT(`chunk_key`, CHAR_LENGTH(%s)) = %s "
             "ORDER BY `chunk_key`, `loaded_at`",

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 _LEDGER_COLUMNS = sql.SQL(
     "table_name, chunk_key, checksum, rows, bytes, load_id, probe, generation"
 )
+#: what a read of an entry selects: its columns and when it was written
+_LEDGER_READ = sql.SQL("{}, loaded_at").format(_LEDGER_COLUMNS)
 
 
 def _row_text(alias: str, columns: Sequence[str]) -> sql.Composed:
@@ -66,7 +68,7 @@ class PostgresLedger(PostgresSession):
                     "SELECT {} FROM {}.chunk_ledger"
                     " WHERE table_name = %s AND chunk_key = %s"
                     " ORDER BY checksum = %s DESC, loaded_at DESC LIMIT 1"
-                ).format(_LEDGER_COLUMNS, _S),
+                ).format(_LEDGER_READ, _S),
                 (table_name, chunk.key, chunk.checksum),
             )
             row = cur.fetchone()
@@ -86,7 +88,7 @@ class PostgresLedger(PostgresSession):
                 sql.SQL(
                     "SELECT {} FROM {}.chunk_ledger WHERE table_name = %s"
                     " AND left(chunk_key, length(%s)) = %s ORDER BY chunk_key, loaded_at"
-                ).format(_LEDGER_COLUMNS, _S),
+                ).format(_LEDGER_READ, _S),
                 (str(table), key_prefix, key_prefix),
             )
             rows = cur.fetchall()

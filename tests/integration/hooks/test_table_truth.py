@@ -415,7 +415,9 @@ def test_a_keyless_stale_chunk_reloaded_by_two_tasks_at_once_loads_once(
     that chunk (a zombie and its retry). B found the entry stale and left its transaction; A
     dropped it, loaded the chunk again and recorded a new entry; B then dropped A's entry (same
     key and checksum) without checking it was the stale one, and loaded the chunk a second time:
-    every row twice, both tasks green. B is held at that point (the race, made certain)."""
+    every row twice, both tasks green. The first fix compared the entry's load and content,
+    which a zombie and its retry share: the entry's time tells them apart. B is held at that
+    point (the race, made certain)."""
     import threading
 
     _, staged = loaded(any_db, moto_server, s3_bucket, source, key=False)
@@ -435,14 +437,14 @@ def test_a_keyless_stale_chunk_reloaded_by_two_tasks_at_once_loads_once(
 
     def load_b() -> None:
         try:
-            BulkLoadHook(conn_id=any_db.conn_id).load_chunk("notes", chunk, load_id="b")
+            BulkLoadHook(conn_id=any_db.conn_id).load_chunk("notes", chunk, load_id="test/run")
         except BaseException as exc:
             errors.append(exc)
 
     b = threading.Thread(target=load_b, name="B")
     b.start()
     assert b_waits.wait(60)
-    BulkLoadHook(conn_id=any_db.conn_id).load_chunk("notes", chunk, load_id="a")
+    BulkLoadHook(conn_id=any_db.conn_id).load_chunk("notes", chunk, load_id="test/run")
     b_goes.set()
     b.join(60)
 
