@@ -54,6 +54,18 @@ def table(db: TestDatabase) -> list[tuple[Any, ...]]:
     return sorted(db.query("SELECT * FROM notes"))
 
 
+def table_and_ledger(db: TestDatabase) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    ledger = db.query("SELECT chunk_key, rows FROM bulkload.chunk_ledger ORDER BY chunk_key")
+    return table(db), ledger
+
+
+def assert_rolled_back(error: BaseException, db: TestDatabase, before: Any) -> None:
+    """The withdraw failed as one: its note says so, the table and the ledger are unchanged."""
+    notes = " ".join(getattr(error, "__notes__", []))
+    assert "rolled back as one: nothing was taken out" in notes, notes
+    assert table_and_ledger(db) == before
+
+
 @pytest.mark.parametrize(
     ("delimiter", "body"),
     [
@@ -275,9 +287,7 @@ def test_a_staged_chunk_replaced_by_one_of_the_same_size_takes_nothing_out(
     checks each staged chunk's sha256 as it reads it, before the transaction commits, and
     names the replaced chunk (not a changed row) when the new content also refuses."""
     hook, first = _three_files_loaded(pg_db, moto_server, s3_bucket, direct=False)
-    before = table(pg_db)
-    ledger = "SELECT chunk_key, rows FROM bulkload.chunk_ledger ORDER BY chunk_key"
-    ledger_before = pg_db.query(ledger)
+    before = table_and_ledger(pg_db)
     last = first.manifest.chunks[-1]
     s3 = moto_server.client("s3")
     stored = s3.get_object(Bucket=last.bucket, Key=last.object_key)["Body"].read()
@@ -292,10 +302,7 @@ def test_a_staged_chunk_replaced_by_one_of_the_same_size_takes_nothing_out(
         ChunkLoadError, match=r"was replaced since it loaded \(its sha256"
     ) as failure:
         hook.reconcile("notes", first.manifest_uri, load_id="t2", reload=True)
-    notes = " ".join(getattr(failure.value, "__notes__", []))
-    assert "rolled back as one: nothing was taken out" in notes, notes
-    assert table(pg_db) == before
-    assert pg_db.query(ledger) == ledger_before
+    assert_rolled_back(failure.value, pg_db, before)
 
 
 def test_a_withdraw_that_meets_an_edited_row_takes_nothing_out(
@@ -309,16 +316,11 @@ def test_a_withdraw_that_meets_an_edited_row_takes_nothing_out(
 
     hook, first = _three_files_loaded(pg_db, moto_server, s3_bucket, quoted_newlines=False)
     pg_db.query("UPDATE notes SET note = 'edited by an app' WHERE id = 1800")
-    before = table(pg_db)
-    ledger = "SELECT chunk_key, rows FROM bulkload.chunk_ledger ORDER BY chunk_key"
-    ledger_before = pg_db.query(ledger)
+    before = table_and_ledger(pg_db)
 
     with pytest.raises(WithdrawChangedRowsError) as failure:  # the same input, reloaded
         hook.reconcile("notes", first.manifest_uri, load_id="t2", reload=True)
-    notes = " ".join(getattr(failure.value, "__notes__", []))
-    assert "rolled back as one: nothing was taken out" in notes, notes
-    assert table(pg_db) == before
-    assert pg_db.query(ledger) == ledger_before
+    assert_rolled_back(failure.value, pg_db, before)
 
 
 def test_an_object_overwritten_after_the_check_takes_nothing_out(
@@ -331,9 +333,7 @@ def test_an_object_overwritten_after_the_check_takes_nothing_out(
     from airflow_bulkload.hooks import table_truth
 
     hook, first = _three_files_loaded(pg_db, moto_server, s3_bucket, quoted_newlines=False)
-    before = table(pg_db)
-    ledger = "SELECT chunk_key, rows FROM bulkload.chunk_ledger ORDER BY chunk_key"
-    ledger_before = pg_db.query(ledger)
+    before = table_and_ledger(pg_db)
     checked = table_truth.withdrawable_specs
 
     def check_then_overwrite(*args: Any, **kwargs: Any) -> Any:
@@ -344,10 +344,7 @@ def test_an_object_overwritten_after_the_check_takes_nothing_out(
     monkeypatch.setattr(table_truth, "withdrawable_specs", check_then_overwrite)
     with pytest.raises(ChunkLoadError, match="keeps no versions") as failure:
         hook.reconcile("notes", first.manifest_uri, load_id="t2", reload=True)
-    notes = " ".join(getattr(failure.value, "__notes__", []))
-    assert "rolled back as one: nothing was taken out" in notes, notes
-    assert table(pg_db) == before
-    assert pg_db.query(ledger) == ledger_before
+    assert_rolled_back(failure.value, pg_db, before)
 
 
 @pytest.mark.parametrize("gzipped", [False, True], ids=["range", "gzip"])
